@@ -1,0 +1,1 @@
+"""meshcomm: collective communication for Python processes."""

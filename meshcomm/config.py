@@ -1,0 +1,68 @@
+"""Every MESHCOMM_* environment variable, read in this one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# name -> (default, meaning). The table is the documentation: `meshcomm doctor`
+# and README print it, and no other module reads os.environ for MESHCOMM_*.
+VARIABLES: dict[str, tuple[str, str]] = {
+    "MESHCOMM_RANK": ("", "this process's global rank (set by `meshcomm run`)"),
+    "MESHCOMM_WORLD_SIZE": ("", "number of processes in the job"),
+    "MESHCOMM_LOCAL_RANK": ("", "rank among the processes of this host"),
+    "MESHCOMM_LOCAL_WORLD_SIZE": ("", "number of processes on this host"),
+    "MESHCOMM_MASTER_ADDR": ("", "host of the rendezvous store"),
+    "MESHCOMM_MASTER_PORT": ("", "port of the rendezvous store"),
+    "MESHCOMM_TOKEN": ("", "job secret authenticating store and data connections (hex or text)"),
+    "MESHCOMM_TIMEOUT": ("300", "default deadline in seconds for every blocking operation"),
+    "MESHCOMM_HOST_ID": ("", "overrides the host identity (hostname + boot id); tests fake hosts with it"),
+    "MESHCOMM_IFNAME_ADDR": ("", "address this rank advertises to peers for data connections"),
+    "MESHCOMM_ALGO": ("", "algorithm override: 'ring' or 'all_reduce:ring;broadcast:binomial'"),
+    "MESHCOMM_CHUNK_BYTES": ("1048576", "largest piece a message is cut into for pipelining"),
+    "MESHCOMM_DEBUG": ("", "INFO prints algorithm choices; DEBUG adds every schedule step"),
+    "MESHCOMM_TRACE": ("", "directory where each rank writes a Chrome trace"),
+}
+
+
+def get(name: str) -> str:
+    """The variable's value, or its default."""
+    default, _ = VARIABLES[name]
+    return os.environ.get(name, default)
+
+
+def get_int(name: str) -> int | None:
+    raw = get(name)
+    if raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def get_float(name: str) -> float:
+    raw = get(name)
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    timeout: float
+    chunk_bytes: int
+    debug: str
+
+
+def settings() -> Settings:
+    """A snapshot of the tunables that the runtime reads once at init."""
+    chunk = get_int("MESHCOMM_CHUNK_BYTES") or 1 << 20
+    if chunk < 1024:
+        raise ValueError(f"MESHCOMM_CHUNK_BYTES must be >= 1024, got {chunk}")
+    return Settings(
+        timeout=get_float("MESHCOMM_TIMEOUT"),
+        chunk_bytes=chunk,
+        debug=get("MESHCOMM_DEBUG").upper(),
+    )
