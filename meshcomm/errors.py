@@ -27,6 +27,10 @@ class CollectiveMismatchError(MeshcommError):
     """Two ranks called different collectives (or sizes, dtypes, roots) at the same point."""
 
 
+class MessageSizeError(MeshcommError):
+    """A message's byte count differs from the buffer posted to receive it."""
+
+
 class RendezvousError(MeshcommError):
     """The job could not assemble: a store unreachable or ranks missing."""
 

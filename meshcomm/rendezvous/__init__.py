@@ -1,1 +1,25 @@
 """Rendezvous: the key-value store and how a process learns its rank, size and peers."""
+
+from meshcomm.rendezvous.auth import generate_token, handshake, job_token
+from meshcomm.rendezvous.environment import JobInfo, detect, expand_nodelist
+from meshcomm.rendezvous.file_store import FileStore
+from meshcomm.rendezvous.init_method import connect, join
+from meshcomm.rendezvous.store import PrefixStore, Store
+from meshcomm.rendezvous.tcp_store import StoreServer, TCPStore, run_store_server
+
+__all__ = [
+    "FileStore",
+    "JobInfo",
+    "PrefixStore",
+    "Store",
+    "StoreServer",
+    "TCPStore",
+    "connect",
+    "detect",
+    "expand_nodelist",
+    "generate_token",
+    "handshake",
+    "job_token",
+    "join",
+    "run_store_server",
+]

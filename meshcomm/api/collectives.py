@@ -1,0 +1,348 @@
+"""Collectives with torch.distributed's names, arguments and in-place semantics.
+
+Each function validates everything it can see locally (types, dtypes, list
+lengths, sizes, roots, membership) before any byte moves, then describes the
+collective as a Problem and hands it to the group.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from meshcomm.algorithms.problem import Problem
+from meshcomm.api import ops as _ops
+from meshcomm.api.state import group_peer, resolve_group
+from meshcomm.api.tensors import Buffer, as_buffer, same_dtype
+from meshcomm.executor.reduce_ops import combiner
+
+
+def _reduction(op, buffer: Buffer, group_size: int):
+    """(op name, combine, finishing step) for `op` on `buffer`, checked before data moves."""
+    op = _ops.resolve(op)
+    combine = combiner(op.name, buffer.flat.dtype, buffer.logical)
+    scale = None
+    if op.name == "avg":
+        if buffer.flat.dtype.kind not in "fc" and buffer.logical is None:
+            raise TypeError(f"ReduceOp.AVG needs a floating or complex dtype, got {buffer.dtype_name}")
+        scale = 1.0 / group_size
+    elif op.name == "premul_sum":
+        if buffer.flat.dtype.kind not in "fc" and buffer.logical is None:
+            raise TypeError(f"premul_sum needs a floating or complex dtype, got {buffer.dtype_name}")
+        scale = op.factor
+    return op.name, combine, scale
+
+
+def _scale(flat: np.ndarray, logical: str | None, factor: float | None) -> None:
+    if factor is None or flat.size == 0:
+        return
+    if logical == "bfloat16":
+        from meshcomm.executor.reduce_ops import _bf16_narrow, _bf16_widen
+
+        flat[...] = _bf16_narrow(_bf16_widen(flat) * np.float32(factor))
+    else:
+        flat *= flat.dtype.type(factor) if flat.dtype.kind == "c" else factor
+
+
+def _then(*steps):
+    def run() -> None:
+        for step in steps:
+            if step is not None:
+                step()
+
+    return run
+
+
+def _check_list(values, name: str, length: int) -> list:
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name} must be a list, got {type(values).__name__}")
+    if len(values) != length:
+        raise ValueError(f"{name} must have one entry per rank of the group ({length}), got {len(values)}")
+    return list(values)
+
+
+def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, algorithm=None, timeout=None):
+    """Copy `tensor` from rank `src` into `tensor` on every rank of the group."""
+    g = resolve_group(group)
+    root = group_peer(g, src, group_src, "src")
+    buf = as_buffer(tensor, "tensor", writable=True)
+    problem = Problem("broadcast", g.size, (buf.count,), root)
+    buffers = {"input": buf.flat, "output": buf.flat}
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, buf.finish, timeout)
+
+
+def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
+    """Reduce `tensor` across the group; every rank gets the result in place."""
+    g = resolve_group(group)
+    buf = as_buffer(tensor, "tensor", writable=True)
+    name, combine, factor = _reduction(op, buf, g.size)
+    problem = Problem("all_reduce", g.size, (buf.count,))
+    finish = _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish)
+    buffers = {"input": buf.flat, "output": buf.flat}
+    return g.collective(problem, buffers, buf.dtype_name, name, combine, algorithm, async_op, finish, timeout)
+
+
+def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, group_dst=None, *,
+           algorithm=None, timeout=None):
+    """Reduce `tensor` across the group into `tensor` on rank `dst`; other ranks' tensors are unchanged."""
+    g = resolve_group(group)
+    root = group_peer(g, dst, group_dst, "dst")
+    is_root = g.rank == root
+    buf = as_buffer(tensor, "tensor", writable=is_root)
+    name, combine, factor = _reduction(op, buf, g.size)
+    problem = Problem("reduce", g.size, (buf.count,), root)
+    output = buf.flat if is_root else np.empty_like(buf.flat)
+    finish = _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish) if is_root else None
+    buffers = {"input": buf.flat, "output": output}
+    return g.collective(problem, buffers, buf.dtype_name, name, combine, algorithm, async_op, finish, timeout)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
+    """tensor_list[r] receives rank r's `tensor`, on every rank."""
+    g = resolve_group(group)
+    outs = [as_buffer(t, f"tensor_list[{i}]", writable=True) for i, t in enumerate(_check_list(tensor_list, "tensor_list", g.size))]
+    buf = as_buffer(tensor, "tensor")
+    for i, out in enumerate(outs):
+        same_dtype(out, buf, f"all_gather tensor_list[{i}] and tensor")
+    counts = tuple(out.count for out in outs)
+    if counts[g.rank] != buf.count:
+        raise ValueError(
+            f"tensor has {buf.count} elements but tensor_list[{g.rank}] (this rank's slot) has {counts[g.rank]}"
+        )
+    problem = Problem("all_gather", g.size, counts)
+    output = np.empty(sum(counts), dtype=buf.flat.dtype)
+    offsets = problem.offsets()
+
+    def finish() -> None:
+        for r, out in enumerate(outs):
+            out.flat[...] = output[offsets[r] : offsets[r + 1]]
+            out.finish()
+
+    buffers = {"input": buf.flat, "output": output}
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, finish, timeout)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
+    """output_tensor holds every rank's input_tensor concatenated in rank order."""
+    g = resolve_group(group)
+    out = as_buffer(output_tensor, "output_tensor", writable=True)
+    buf = as_buffer(input_tensor, "input_tensor")
+    same_dtype(out, buf, "all_gather_into_tensor output_tensor and input_tensor")
+    if out.count != g.size * buf.count:
+        raise ValueError(
+            f"output_tensor must have group size x input_tensor elements ({g.size} x {buf.count} = "
+            f"{g.size * buf.count}), got {out.count}"
+        )
+    problem = Problem("all_gather", g.size, (buf.count,) * g.size)
+    buffers = {"input": buf.flat, "output": out.flat}
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, out.finish, timeout)
+
+
+def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
+                   algorithm=None, timeout=None):
+    """Reduce input_list[r] across the group into rank r's `output`."""
+    g = resolve_group(group)
+    out = as_buffer(output, "output", writable=True)
+    ins = [as_buffer(t, f"input_list[{i}]") for i, t in enumerate(_check_list(input_list, "input_list", g.size))]
+    for i, item in enumerate(ins):
+        same_dtype(item, out, f"reduce_scatter input_list[{i}] and output")
+    counts = tuple(item.count for item in ins)
+    if counts[g.rank] != out.count:
+        raise ValueError(f"output has {out.count} elements but input_list[{g.rank}] has {counts[g.rank]}")
+    name, combine, factor = _reduction(op, out, g.size)
+    problem = Problem("reduce_scatter", g.size, counts)
+    joined = np.concatenate([item.flat for item in ins]) if ins else np.empty(0, out.flat.dtype)
+    finish = _then(lambda: _scale(out.flat, out.logical, factor), out.finish)
+    buffers = {"input": joined, "output": out.flat}
+    return g.collective(problem, buffers, out.dtype_name, name, combine, algorithm, async_op, finish, timeout)
+
+
+def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
+                          algorithm=None, timeout=None):
+    """Reduce `input` across the group; rank r keeps block r (of output's size) in `output`."""
+    g = resolve_group(group)
+    out = as_buffer(output, "output", writable=True)
+    buf = as_buffer(input, "input")
+    same_dtype(out, buf, "reduce_scatter_tensor output and input")
+    if buf.count != g.size * out.count:
+        raise ValueError(
+            f"input must have group size x output elements ({g.size} x {out.count} = {g.size * out.count}), "
+            f"got {buf.count}"
+        )
+    name, combine, factor = _reduction(op, out, g.size)
+    problem = Problem("reduce_scatter", g.size, (out.count,) * g.size)
+    finish = _then(lambda: _scale(out.flat, out.logical, factor), out.finish)
+    buffers = {"input": buf.flat, "output": out.flat}
+    return g.collective(problem, buffers, out.dtype_name, name, combine, algorithm, async_op, finish, timeout)
+
+
+def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None, *,
+           algorithm=None, timeout=None):
+    """gather_list[r] on rank `dst` receives rank r's `tensor`."""
+    g = resolve_group(group)
+    root = group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+    buf = as_buffer(tensor, "tensor")
+    counts = (buf.count,) * g.size
+    problem = Problem("gather", g.size, counts, root)
+    if g.rank == root:
+        outs = [as_buffer(t, f"gather_list[{i}]", writable=True)
+                for i, t in enumerate(_check_list(gather_list, "gather_list", g.size))]
+        for i, out in enumerate(outs):
+            same_dtype(out, buf, f"gather gather_list[{i}] and tensor")
+            if out.count != buf.count:
+                raise ValueError(f"gather_list[{i}] must have {buf.count} elements like tensor, got {out.count}")
+        output = np.empty(problem.total, dtype=buf.flat.dtype)
+
+        def finish() -> None:
+            for r, out in enumerate(outs):
+                out.flat[...] = output[r * buf.count : (r + 1) * buf.count]
+                out.finish()
+    else:
+        if gather_list:
+            raise ValueError(f"gather_list must be given on the destination rank only (dst={g.ranks[root]})")
+        output, finish = np.empty(0, dtype=buf.flat.dtype), None
+    buffers = {"input": buf.flat, "output": output}
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, finish, timeout)
+
+
+def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None, *,
+            algorithm=None, timeout=None):
+    """Rank r's `tensor` receives scatter_list[r] from rank `src`."""
+    g = resolve_group(group)
+    root = group_peer(g, 0 if src is None and group_src is None else src, group_src, "src")
+    out = as_buffer(tensor, "tensor", writable=True)
+    problem = Problem("scatter", g.size, (out.count,) * g.size, root)
+    if g.rank == root:
+        ins = [as_buffer(t, f"scatter_list[{i}]") for i, t in enumerate(_check_list(scatter_list, "scatter_list", g.size))]
+        for i, item in enumerate(ins):
+            same_dtype(item, out, f"scatter scatter_list[{i}] and tensor")
+            if item.count != out.count:
+                raise ValueError(f"scatter_list[{i}] must have {out.count} elements like tensor, got {item.count}")
+        joined = np.concatenate([item.flat for item in ins])
+    else:
+        if scatter_list:
+            raise ValueError(f"scatter_list must be given on the source rank only (src={g.ranks[root]})")
+        joined = np.empty(0, dtype=out.flat.dtype)
+    buffers = {"input": joined, "output": out.flat}
+    return g.collective(problem, buffers, out.dtype_name, "none", None, algorithm, async_op, out.finish, timeout)
+
+
+def _splits(sizes, name: str, total: int, size: int, row: int) -> list[int]:
+    """Element counts per rank from torch's split sizes (counted in rows of dim 0)."""
+    if sizes is None or len(sizes) == 0:
+        if total % size:
+            raise ValueError(f"{name} not given and {total} rows do not split evenly across {size} ranks")
+        return [total // size * row] * size
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != size:
+        raise ValueError(f"{name} must have one entry per rank ({size}), got {len(sizes)}")
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"{name} must be >= 0, got {sizes}")
+    if sum(sizes) != total:
+        raise ValueError(f"{name} must add up to the tensor's first dimension ({total}), got {sizes} = {sum(sizes)}")
+    return [s * row for s in sizes]
+
+
+def _rows(buffer: Buffer, shape) -> tuple[int, int]:
+    """(length of dim 0, elements per row) for a tensor of `shape`."""
+    if len(shape) == 0:
+        return buffer.count, 1
+    rows = shape[0]
+    return rows, (buffer.count // rows if rows else int(np.prod(shape[1:], dtype=np.int64)))
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
+                      async_op=False, *, algorithm=None, timeout=None):
+    """Split `input` along dim 0 by input_split_sizes, send piece j to rank j; output collects the pieces."""
+    g = resolve_group(group)
+    out = as_buffer(output, "output", writable=True)
+    buf = as_buffer(input, "input")
+    same_dtype(out, buf, "all_to_all_single output and input")
+    in_rows, in_row = _rows(buf, tuple(input.shape))
+    out_rows, out_row = _rows(out, tuple(output.shape))
+    send = _splits(input_split_sizes, "input_split_sizes", in_rows, g.size, in_row)
+    recv = _splits(output_split_sizes, "output_split_sizes", out_rows, g.size, out_row)
+    return _all_to_all(g, buf, out.flat, send, recv, out.finish, algorithm, async_op, timeout,
+                       uniform=input_split_sizes is None and output_split_sizes is None)
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False, *, algorithm=None, timeout=None):
+    """output_tensor_list[j] receives rank j's input_tensor_list[this rank]."""
+    g = resolve_group(group)
+    outs = [as_buffer(t, f"output_tensor_list[{i}]", writable=True)
+            for i, t in enumerate(_check_list(output_tensor_list, "output_tensor_list", g.size))]
+    ins = [as_buffer(t, f"input_tensor_list[{i}]")
+           for i, t in enumerate(_check_list(input_tensor_list, "input_tensor_list", g.size))]
+    for i, item in enumerate(ins + outs):
+        same_dtype(item, ins[0], "all_to_all tensors")
+    joined = np.concatenate([item.flat for item in ins])
+    recv = [out.count for out in outs]
+    output = np.empty(sum(recv), dtype=joined.dtype)
+
+    def finish() -> None:
+        offset = 0
+        for out in outs:
+            out.flat[...] = output[offset : offset + out.count]
+            out.finish()
+            offset += out.count
+
+    holder = Buffer(joined, ins[0].dtype_name, ins[0].logical, None)
+    return _all_to_all(g, holder, output, [item.count for item in ins], recv, finish, algorithm, async_op,
+                       timeout, uniform=False)
+
+
+def _all_to_all(g, buf: Buffer, output: np.ndarray, send: list[int], recv: list[int], finish, algorithm,
+                async_op, timeout, uniform: bool):
+    if uniform:
+        counts = tuple(send[0] for _ in range(g.size * g.size))
+        if recv != send:
+            raise ValueError(f"output has {sum(recv)} elements but input has {sum(send)}; even splits need equal sizes")
+    else:
+        counts = _exchange_matrix(g, send, recv, timeout)
+    problem = Problem("all_to_all", g.size, counts)
+    buffers = {"input": buf.flat, "output": output}
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, finish, timeout)
+
+
+def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:
+    """Every rank learns the whole send matrix, and uneven splits are checked against each other."""
+    mine = np.asarray(send, dtype=np.int64)
+    matrix = np.empty(g.size * g.size, dtype=np.int64)
+    problem = Problem("all_gather", g.size, (g.size,) * g.size)
+    g.collective(problem, {"input": mine, "output": matrix}, "int64", "none", None, None, False, None, timeout)
+    table = matrix.reshape(g.size, g.size)
+    column = table[:, g.rank].tolist()
+    if column != list(recv):
+        raise ValueError(
+            f"output_split_sizes on rank {g.ranks[g.rank]} expect {recv} elements from ranks {list(g.ranks)}, "
+            f"but they send {column}"
+        )
+    return tuple(int(x) for x in matrix)
+
+
+def barrier(group=None, async_op=False, device_ids=None, *, algorithm=None, timeout=None):
+    """Return once every rank of the group has entered the barrier."""
+    g = resolve_group(group)
+    problem = Problem("barrier", g.size, ())
+    return g.collective(problem, {}, "uint8", "none", None, algorithm, async_op, None, timeout)
+
+
+def _prefix(name: str, tensor, op, group, async_op, algorithm, timeout):
+    g = resolve_group(group)
+    buf = as_buffer(tensor, "tensor", writable=True)
+    op_name, combine, factor = _reduction(op, buf, g.size)
+    if op_name == "avg":
+        raise TypeError(f"ReduceOp.AVG is not defined for {name}")
+    problem = Problem(name, g.size, (buf.count,))
+    finish = _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish)
+    buffers = {"input": buf.flat, "output": buf.flat}
+    return g.collective(problem, buffers, buf.dtype_name, op_name, combine, algorithm, async_op, finish, timeout)
+
+
+def scan(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
+    """Inclusive prefix reduction in place: rank r gets op over ranks 0..r (MPI_Scan)."""
+    return _prefix("scan", tensor, op, group, async_op, algorithm, timeout)
+
+
+def exscan(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
+    """Exclusive prefix reduction in place: rank r gets op over ranks 0..r-1; rank 0's tensor is unchanged."""
+    return _prefix("exscan", tensor, op, group, async_op, algorithm, timeout)

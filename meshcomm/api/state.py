@@ -1,0 +1,76 @@
+"""The process's one runtime, and how API calls find their group."""
+
+from __future__ import annotations
+
+from meshcomm.group.group import Group
+from meshcomm.group.runtime import Runtime
+
+_runtime: Runtime | None = None
+
+
+class GroupMember:
+    """torch's sentinels: WORLD means the default group; NON_GROUP_MEMBER is what new_group gives outsiders."""
+
+    WORLD = None
+    NON_GROUP_MEMBER = object()
+
+
+def set_runtime(runtime: Runtime | None) -> None:
+    global _runtime
+    _runtime = runtime
+
+
+def runtime() -> Runtime:
+    if _runtime is None:
+        raise RuntimeError("meshcomm is not initialized: call meshcomm.init_process_group() first")
+    return _runtime
+
+
+def is_initialized() -> bool:
+    return _runtime is not None
+
+
+def resolve_group(group, member: bool = True) -> Group:
+    """The Group for `group` (None = world); ValueError if this rank is outside it."""
+    rt = runtime()
+    if group is None:
+        return rt.world
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError(f"rank {rt.rank} is not a member of this group (new_group returned NON_GROUP_MEMBER)")
+    if not isinstance(group, Group):
+        raise TypeError(f"group must be a group from new_group()/split_group() or None, got {type(group).__name__}")
+    if group.destroyed or group.runtime is not rt:
+        raise ValueError(f"group {group.group_name!r} was destroyed")
+    if member and group.rank < 0:
+        raise ValueError(f"rank {rt.rank} is not in group {group.group_name!r} (ranks {list(group.ranks)})")
+    return group
+
+
+def group_peer(group: Group, global_rank, group_rank, role: str) -> int:
+    """Translate torch's (src|dst, group_src|group_dst) pair into a rank within `group`."""
+    if global_rank is not None and group_rank is not None:
+        raise ValueError(f"give either {role} or group_{role}, not both ({global_rank} and {group_rank})")
+    if group_rank is not None:
+        _check_int(group_rank, f"group_{role}")
+        if not 0 <= group_rank < group.size:
+            raise ValueError(f"group_{role} must be in [0, {group.size}), got {group_rank}")
+        return group_rank
+    if global_rank is None:
+        raise ValueError(f"{role} is required")
+    _check_int(global_rank, role)
+    if global_rank not in group.ranks:
+        raise ValueError(
+            f"{role} must be a rank of group {group.group_name!r} (global ranks {list(group.ranks)}), got {global_rank}"
+        )
+    return group.group_rank(global_rank)
+
+
+def _check_int(value, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import operator
+
+            operator.index(value)
+            return
+        except TypeError:
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None

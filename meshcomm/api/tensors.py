@@ -1,0 +1,106 @@
+"""Turning what users pass (numpy arrays, torch CPU tensors) into flat contiguous numpy buffers.
+
+torch tensors are used zero-copy through `.numpy()`; bfloat16 (no numpy
+dtype) travels as its 16-bit storage and is reduced by the executor in
+float32. A non-contiguous argument is worked on in a contiguous copy that is
+written back when the operation completes.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass
+class Buffer:
+    flat: np.ndarray  # 1-D contiguous view (or copy) of the user's data
+    dtype_name: str  # the user-visible dtype, e.g. "float32", "bfloat16"
+    logical: str | None  # "bfloat16" when flat holds raw storage
+    writeback: Callable[[], None] | None  # copies flat back into a non-contiguous original
+
+    @property
+    def count(self) -> int:
+        return self.flat.size
+
+    def finish(self) -> None:
+        if self.writeback is not None:
+            self.writeback()
+
+
+def _is_torch_tensor(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def as_buffer(obj: Any, name: str, writable: bool = False) -> Buffer:
+    """A flat view of `obj`; TypeError/ValueError naming `name` for what cannot be sent."""
+    if isinstance(obj, np.ndarray):
+        return _numpy_buffer(obj, name, writable)
+    if _is_torch_tensor(obj):
+        return _torch_buffer(obj, name, writable)
+    raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(obj).__name__}")
+
+
+def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
+    if array.dtype.kind not in "biufc":
+        raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
+    if writable and not array.flags.writeable:
+        raise ValueError(f"{name} is read-only, but this operation writes its result into it")
+    logical = "bfloat16" if array.dtype.name == "bfloat16" else None
+    storage = array.view(np.uint16) if logical else array
+    if storage.flags.c_contiguous:
+        return Buffer(storage.reshape(-1), array.dtype.name, logical, None)
+    copy = np.ascontiguousarray(storage)
+
+    def writeback() -> None:
+        storage[...] = copy
+
+    return Buffer(copy.reshape(-1), array.dtype.name, logical, writeback if writable else None)
+
+
+def _torch_buffer(tensor, name: str, writable: bool) -> Buffer:
+    import torch
+
+    if tensor.device.type != "cpu":
+        raise ValueError(f"{name} is on device {tensor.device}; meshcomm moves CPU tensors (call .cpu() first)")
+    if tensor.is_sparse or tensor.layout != torch.strided:
+        raise TypeError(f"{name} has layout {tensor.layout}; meshcomm sends dense (strided) tensors")
+    dtype_name = str(tensor.dtype).removeprefix("torch.")
+    logical = None
+    source = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        logical = "bfloat16"
+        view = (lambda t: t.view(torch.int16).numpy().view(np.uint16))
+    elif tensor.dtype.is_complex or tensor.dtype.is_floating_point or tensor.dtype in _TORCH_INTEGRAL:
+        view = (lambda t: t.numpy())
+    else:
+        raise TypeError(f"{name} has dtype {tensor.dtype}, which meshcomm cannot send")
+    if source.is_contiguous():
+        return Buffer(view(source).reshape(-1), dtype_name, logical, None)
+    copy = source.contiguous()
+
+    def writeback() -> None:
+        with torch.no_grad():
+            tensor.copy_(copy)
+
+    return Buffer(view(copy).reshape(-1), dtype_name, logical, writeback if writable else None)
+
+
+class _LazyTorchIntegral:
+    def __contains__(self, dtype) -> bool:
+        import torch
+
+        return dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                         torch.uint16, torch.uint32, torch.uint64)
+
+
+_TORCH_INTEGRAL = _LazyTorchIntegral()
+
+
+def same_dtype(a: Buffer, b: Buffer, what: str) -> None:
+    if a.dtype_name != b.dtype_name:
+        raise TypeError(f"{what}: dtypes differ, {a.dtype_name} and {b.dtype_name}")

@@ -1,0 +1,1 @@
+"""Executor: runs one rank's schedule over a transport, reducing with numpy ufuncs."""

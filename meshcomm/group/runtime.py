@@ -1,0 +1,68 @@
+"""The per-process runtime: this rank's store, transport, world group and sub-groups."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+from meshcomm import config
+from meshcomm.group.group import Group
+from meshcomm.rendezvous import auth
+from meshcomm.rendezvous.store import PrefixStore, Store
+from meshcomm.transport.tcp import TcpTransport
+
+WORLD_NAME = "default_pg"
+
+
+def advertised_address(master_addr: str | None) -> str:
+    """The address peers should dial: MESHCOMM_IFNAME_ADDR, else the interface that reaches the master."""
+    override = config.get("MESHCOMM_IFNAME_ADDR")
+    if override:
+        return override
+    if not master_addr or master_addr in ("localhost", "127.0.0.1", "::1"):
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((master_addr, 9))  # no packet is sent for a UDP connect
+            return probe.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+class Runtime:
+    def __init__(
+        self, rank: int, world_size: int, store: Store, timeout: float, master_addr: str | None, backend: str
+    ) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.store = store
+        self.timeout = timeout
+        self.backend = backend
+        self.settings = config.settings()
+        self.transport = TcpTransport(
+            rank,
+            world_size,
+            PrefixStore("meshcomm", store),
+            auth.job_token(),
+            timeout,
+            advertised_address(master_addr),
+        )
+        self.world = Group(self, tuple(range(world_size)), 0, WORLD_NAME, timeout)
+        self.groups: dict[int, Group] = {0: self.world}
+        self._next_group_id = 1
+        self._lock = threading.Lock()
+
+    def new_group(self, ranks: tuple[int, ...], timeout: float | None, name: str | None) -> Group:
+        """Every rank calls this in the same order (torch's rule), so ids agree without talking."""
+        with self._lock:
+            group_id = self._next_group_id
+            self._next_group_id += 1
+        group = Group(self, ranks, group_id, name or str(group_id), self.timeout if timeout is None else timeout)
+        self.groups[group_id] = group
+        return group
+
+    def close(self) -> None:
+        for group in self.groups.values():
+            group.shutdown()
+        self.transport.close()
+        self.store.close()

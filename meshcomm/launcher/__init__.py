@@ -1,0 +1,23 @@
+"""Starting a job's ranks on one host: environment, supervision, output, failure handling."""
+
+from meshcomm.launcher.env import JobLayout, child_environ, rank_variables, resolve_token
+from meshcomm.launcher.launch import launch, make_layout, python_module_command, python_script_command, rank_specs
+from meshcomm.launcher.ports import free_port
+from meshcomm.launcher.process import JobResult, RankFailure, RankSpec, Supervisor
+
+__all__ = [
+    "JobLayout",
+    "JobResult",
+    "RankFailure",
+    "RankSpec",
+    "Supervisor",
+    "child_environ",
+    "free_port",
+    "launch",
+    "make_layout",
+    "python_module_command",
+    "python_script_command",
+    "rank_specs",
+    "rank_variables",
+    "resolve_token",
+]

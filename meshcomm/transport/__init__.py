@@ -1,0 +1,1 @@
+"""Transports: point-to-point bytes between two ranks (TCP between any hosts)."""

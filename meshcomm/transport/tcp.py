@@ -1,0 +1,569 @@
+"""TCP transport: one authenticated connection per pair of ranks, progressed by its callers.
+
+Every rank listens on an ephemeral port and publishes its address in the
+store. At start-up each rank connects to every higher rank (a pair has one
+connection, opened by its lower rank) while an accept thread answers the
+lower ranks, so connecting never depends on what the peer's main thread is
+doing. The accept thread keeps running afterwards to turn away strangers.
+
+There is no progress thread: whichever thread waits on a handle drives the
+sockets (one at a time, under `_progress_lock`), which keeps small-message
+latency to the system calls themselves. Incoming data for which no receive
+is posted yet is read into a buffer of its own ("unexpected" messages), so a
+rank never stops reading and two ranks sending large messages to each other
+at once cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import collections
+import selectors
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from meshcomm.errors import (
+    AuthenticationError,
+    CollectiveMismatchError,
+    CommTimeoutError,
+    MessageSizeError,
+    PeerLostError,
+    RendezvousError,
+)
+from meshcomm.rendezvous import auth
+from meshcomm.transport import header as wire
+from meshcomm.transport.handle import Handle
+
+_RANK = struct.Struct("!I")
+_SOCKET_BUFFER = 4 << 20
+_POLL_SLICE = 0.05  # seconds one thread may block in select before rechecking deadlines
+_HANDSHAKE_TIMEOUT = 10.0
+
+
+class _PostedRecv:
+    __slots__ = ("handle", "peer", "buffer", "fingerprint")
+
+    def __init__(self, handle: Handle, peer: int | None, buffer: memoryview, fingerprint: bytes) -> None:
+        self.handle = handle
+        self.peer = peer
+        self.buffer = buffer
+        self.fingerprint = fingerprint
+
+
+class _Unexpected:
+    """A message that arrived before its receive was posted."""
+
+    __slots__ = ("peer", "header", "data", "complete", "claimed_by")
+
+    def __init__(self, peer: int, header: wire.Header) -> None:
+        self.peer = peer
+        self.header = header
+        self.data = bytearray(header.nbytes)
+        self.complete = header.nbytes == 0
+        self.claimed_by: _PostedRecv | None = None
+
+
+@dataclass
+class _Inbound:
+    """Where the bytes arriving on one connection go next."""
+
+    header_buf: bytearray = field(default_factory=lambda: bytearray(wire.HEADER_BYTES))
+    header_got: int = 0
+    target: memoryview | None = None  # payload destination while a payload is arriving
+    target_got: int = 0
+    on_done: object = None  # callable run when the payload is complete
+    handle: Handle | None = None  # the posted receive the payload is going into, if any
+
+
+class _Peer:
+    __slots__ = ("rank", "sock", "sendq", "inbound", "lost", "writing")
+
+    def __init__(self, rank: int, sock: socket.socket) -> None:
+        self.rank = rank
+        self.sock = sock
+        self.sendq: collections.deque = collections.deque()  # [handle, [memoryviews], index]
+        self.inbound = _Inbound()
+        self.lost: Exception | None = None
+        self.writing = False
+
+
+class TcpTransport:
+    """Moves tagged byte buffers between the ranks of one job over TCP."""
+
+    def __init__(self, rank: int, world_size: int, store, token: bytes, timeout: float, address: str) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.timeout = timeout
+        self._token = token
+        self._lock = threading.RLock()  # matching state: posted receives, unexpected messages
+        self._progress_lock = threading.Lock()  # one thread drives the sockets at a time
+        self._peers: dict[int, _Peer] = {}
+        self._posted: dict[wire.Key, list[_PostedRecv]] = collections.defaultdict(list)
+        self._unexpected: dict[wire.Key, list[_Unexpected]] = collections.defaultdict(list)
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+        self._aborted: Exception | None = None
+        self._listener = socket.create_server((address, 0), backlog=max(world_size, 16))
+        self.address = f"{address}:{self._listener.getsockname()[1]}"
+        self._accepted: dict[int, socket.socket] = {}
+        self._accept_cv = threading.Condition()
+        self._accept_thread = threading.Thread(target=self._accept_loop, name="meshcomm-accept", daemon=True)
+        self._accept_thread.start()
+        try:
+            store.set(f"transport/addr/{rank}", self.address)
+            self._connect_all(store)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect_all(self, store) -> None:
+        deadline = time.monotonic() + self.timeout
+        for peer in range(self.rank + 1, self.world_size):
+            address = store.get(f"transport/addr/{peer}", timeout=max(deadline - time.monotonic(), 0.001))
+            host, port = address.decode().rsplit(":", 1)
+            sock = self._dial(host, int(port), peer, deadline)
+            self._adopt(peer, sock)
+        with self._accept_cv:
+            while len(self._accepted) < self.rank:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    missing = sorted(set(range(self.rank)) - set(self._accepted))
+                    raise RendezvousError(
+                        f"rank {self.rank}: data connections from ranks {missing} did not arrive "
+                        f"within {self.timeout:.1f} s"
+                    )
+                self._accept_cv.wait(min(remaining, 0.5))
+            accepted = dict(self._accepted)
+        for peer, sock in accepted.items():
+            self._adopt(peer, sock)
+
+    def _dial(self, host: str, port: int, peer: int, deadline: float) -> socket.socket:
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                sock = socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.001))
+            except OSError as exc:
+                last_error = exc
+                time.sleep(0.05)
+                continue
+            try:
+                auth.handshake(sock, self._token, b"data", is_server=False, timeout=_HANDSHAKE_TIMEOUT)
+                sock.sendall(_RANK.pack(self.rank))
+            except (AuthenticationError, OSError):
+                sock.close()
+                raise
+            return sock
+        raise RendezvousError(f"rank {self.rank} could not connect to rank {peer} at {host}:{port}: {last_error}")
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            # A handshake may be slow or hostile: answer it off this loop so one
+            # silent connection cannot keep real peers waiting.
+            threading.Thread(target=self._admit, args=(sock,), daemon=True).start()
+
+    def _admit(self, sock: socket.socket) -> None:
+        try:
+            auth.handshake(sock, self._token, b"data", is_server=True, timeout=_HANDSHAKE_TIMEOUT)
+            sock.settimeout(_HANDSHAKE_TIMEOUT)
+            raw = b""
+            while len(raw) < _RANK.size:
+                chunk = sock.recv(_RANK.size - len(raw))
+                if not chunk:
+                    raise OSError("closed before naming its rank")
+                raw += chunk
+            (peer,) = _RANK.unpack(raw)
+            if not 0 <= peer < self.rank:
+                raise OSError(f"claimed rank {peer}, which does not connect to rank {self.rank}")
+            with self._accept_cv:
+                if peer in self._accepted:
+                    raise OSError(f"rank {peer} connected twice")
+                self._accepted[peer] = sock
+                self._accept_cv.notify_all()
+        except (AuthenticationError, OSError, struct.error):
+            sock.close()
+
+    def _adopt(self, peer: int, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
+            except OSError:
+                pass
+        sock.settimeout(None)
+        sock.setblocking(False)
+        state = _Peer(peer, sock)
+        self._peers[peer] = state
+        self._selector.register(sock, selectors.EVENT_READ, state)
+
+    # ----- posting operations
+
+    def isend(self, peer: int, payload: memoryview, key: wire.Key, fingerprint: bytes = wire.NO_FINGERPRINT) -> Handle:
+        """Queue `payload` (not copied: keep it unchanged until the handle completes) for `peer`."""
+        handle = Handle("send", peer, len(payload))
+        if peer == self.rank:
+            self._deliver_local(payload, key, fingerprint)
+            handle.complete()
+            return handle
+        state = self._peer(peer)
+        with self._lock:
+            self._check_usable(state)
+            head = memoryview(wire.pack(key, fingerprint, payload.nbytes))
+            state.sendq.append([handle, [head, payload] if payload.nbytes else [head], 0])
+        self._try_flush(state)
+        return handle
+
+    def irecv(
+        self, peer: int | None, buffer: memoryview, key: wire.Key, fingerprint: bytes = wire.NO_FINGERPRINT
+    ) -> Handle:
+        """Post a receive into `buffer` from `peer` (None: any peer); the handle records the source."""
+        handle = Handle("recv", peer, buffer.nbytes)
+        posted = _PostedRecv(handle, peer, buffer, fingerprint)
+        with self._lock:
+            if peer is not None and peer != self.rank:
+                self._check_usable(self._peer(peer))
+            if self._aborted is not None:
+                handle.fail(self._aborted)
+                return handle
+            for message in self._unexpected.get(key, ()):
+                if message.claimed_by is None and (peer is None or message.peer == peer):
+                    message.claimed_by = posted
+                    handle.source = message.peer
+                    if message.complete:
+                        self._finish_unexpected(key, message)
+                    return handle
+            self._posted[key].append(posted)
+        return handle
+
+    def _deliver_local(self, payload: memoryview, key: wire.Key, fingerprint: bytes) -> None:
+        head = wire.Header(key, fingerprint, payload.nbytes)
+        with self._lock:
+            target = self._match(self.rank, head)
+            if target is not None:
+                if self._accepts(target, self.rank, head):
+                    if payload.nbytes:
+                        target.buffer[:] = payload
+                    target.handle.complete()
+                return
+            message = _Unexpected(self.rank, head)
+            message.data[:] = payload
+            message.complete = True
+            self._unexpected[key].append(message)
+
+    def _peer(self, peer: int) -> _Peer:
+        try:
+            return self._peers[peer]
+        except KeyError:
+            raise ValueError(f"peer must be a rank in [0, {self.world_size}), got {peer}") from None
+
+    def _check_usable(self, state: _Peer) -> None:
+        if self._aborted is not None:
+            raise self._aborted
+        if state.lost is not None:
+            raise PeerLostError(f"rank {self.rank}: connection to rank {state.rank} was lost earlier", state.rank)
+
+    # ----- matching
+
+    def _match(self, source: int, head: wire.Header) -> _PostedRecv | None:
+        waiting = self._posted.get(head.key)
+        if not waiting:
+            return None
+        for index, posted in enumerate(waiting):
+            if posted.peer is None or posted.peer == source:
+                del waiting[index]
+                if not waiting:
+                    del self._posted[head.key]
+                posted.handle.source = source
+                return posted
+        return None
+
+    def _accepts(self, posted: _PostedRecv, source: int, head: wire.Header) -> bool:
+        """Check a matched message against what its receiver expects; fail the receive if not."""
+        if (
+            posted.fingerprint != wire.NO_FINGERPRINT
+            and head.fingerprint != wire.NO_FINGERPRINT
+            and posted.fingerprint != head.fingerprint
+        ):
+            error = CollectiveMismatchError(
+                f"rank {self.rank} received from rank {source} a message of a different collective"
+            )
+            error.mine, error.theirs, error.peer = posted.fingerprint, head.fingerprint, source
+            posted.handle.fail(error)
+            return False
+        if head.nbytes != posted.buffer.nbytes:
+            error = MessageSizeError(
+                f"rank {self.rank}: message of {head.nbytes} bytes from rank {source} "
+                f"does not match the receive buffer of {posted.buffer.nbytes} bytes"
+            )
+            error.mine, error.theirs, error.peer = posted.fingerprint, head.fingerprint, source
+            posted.handle.fail(error)
+            return False
+        return True
+
+    def _finish_unexpected(self, key: wire.Key, message: _Unexpected) -> None:
+        self._unexpected[key].remove(message)
+        if not self._unexpected[key]:
+            del self._unexpected[key]
+        posted = message.claimed_by
+        if posted is not None and self._accepts(posted, message.peer, message.header):
+            if message.header.nbytes:
+                posted.buffer[:] = message.data
+            posted.handle.complete()
+
+    # ----- progress
+
+    def wait(self, handles: list[Handle], timeout: float | None = None) -> None:
+        """Drive the sockets until every handle completes; raise the first failure."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        pending = [h for h in handles if not h.done]
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                waiting = ", ".join(f"{h.kind} {'any' if h.peer is None else h.peer}" for h in pending)
+                raise CommTimeoutError(
+                    f"rank {self.rank}: timed out after {self.timeout if timeout is None else timeout:.1f} s "
+                    f"waiting for: {waiting}"
+                )
+            if self._progress_lock.acquire(timeout=min(remaining, _POLL_SLICE)):
+                try:
+                    self._poll(min(remaining, _POLL_SLICE))
+                finally:
+                    self._progress_lock.release()
+            pending = [h for h in pending if not h.done]
+        for h in handles:
+            if h.error is not None:
+                raise h.error
+
+    def progress(self, timeout: float) -> None:
+        """One round of socket work, blocking at most `timeout` seconds for something to happen."""
+        if self._progress_lock.acquire(timeout=max(timeout, 0)):
+            try:
+                self._poll(min(timeout, _POLL_SLICE))
+            finally:
+                self._progress_lock.release()
+
+    def test(self, handle: Handle) -> bool:
+        """Make progress without blocking; True when the handle is done."""
+        if not handle.done and self._progress_lock.acquire(blocking=False):
+            try:
+                self._poll(0)
+            finally:
+                self._progress_lock.release()
+        return handle.done
+
+    def _try_flush(self, state: _Peer) -> None:
+        if self._progress_lock.acquire(blocking=False):
+            try:
+                self._write(state)
+            finally:
+                self._progress_lock.release()
+        else:
+            # Someone else is in select(); make it notice the new send.
+            try:
+                self._wake_w.send(b"x")
+            except (BlockingIOError, OSError):
+                pass
+
+    def _poll(self, timeout: float) -> None:
+        for state in self._peers.values():
+            if state.sendq and state.lost is None:
+                self._write(state)
+        for state in self._peers.values():
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if state.sendq and state.lost is None else 0)
+            if state.lost is None and state.writing != bool(events & selectors.EVENT_WRITE):
+                self._selector.modify(state.sock, events, state)
+                state.writing = bool(events & selectors.EVENT_WRITE)
+        for selector_key, events in self._selector.select(timeout):
+            state = selector_key.data
+            if state is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
+                continue
+            if events & selectors.EVENT_READ:
+                self._read(state)
+            if events & selectors.EVENT_WRITE and state.lost is None:
+                self._write(state)
+
+    def _write(self, state: _Peer) -> None:
+        while state.sendq:
+            with self._lock:
+                if not state.sendq:
+                    return
+                entry = state.sendq[0]
+            handle, views, index = entry
+            try:
+                sent = state.sock.sendmsg(views[index:])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._lose(state, exc)
+                return
+            while sent and index < len(views):
+                if sent >= views[index].nbytes:
+                    sent -= views[index].nbytes
+                    index += 1
+                else:
+                    views[index] = views[index][sent:]
+                    sent = 0
+            entry[2] = index
+            if index < len(views):
+                return
+            with self._lock:
+                state.sendq.popleft()
+            handle.complete()
+
+    def _read(self, state: _Peer) -> None:
+        inbound = state.inbound
+        while state.lost is None:
+            try:
+                if inbound.target is None:
+                    got = state.sock.recv_into(memoryview(inbound.header_buf)[inbound.header_got :])
+                else:
+                    got = state.sock.recv_into(inbound.target[inbound.target_got :])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._lose(state, exc)
+                return
+            if got == 0:
+                self._lose(state, None)
+                return
+            if inbound.target is None:
+                inbound.header_got += got
+                if inbound.header_got == wire.HEADER_BYTES:
+                    inbound.header_got = 0
+                    try:
+                        head = wire.unpack(inbound.header_buf)
+                    except ValueError as exc:
+                        self._lose(state, exc)
+                        return
+                    self._begin_payload(state, head)
+            else:
+                inbound.target_got += got
+                if inbound.target_got == inbound.target.nbytes:
+                    self._end_payload(state)
+
+    def _begin_payload(self, state: _Peer, head: wire.Header) -> None:
+        inbound = state.inbound
+        with self._lock:
+            posted = self._match(state.rank, head)
+            if posted is not None and not self._accepts(posted, state.rank, head):
+                posted = None
+                sink = _Unexpected(state.rank, head)  # read and drop the payload
+                done = lambda: None  # noqa: E731
+                target = memoryview(sink.data)
+            elif posted is not None:
+                target = posted.buffer
+                done = posted.handle.complete
+            else:
+                message = _Unexpected(state.rank, head)
+                self._unexpected[head.key].append(message)
+                target = memoryview(message.data)
+
+                def done(message=message, key=head.key) -> None:
+                    with self._lock:
+                        message.complete = True
+                        if message.claimed_by is not None:
+                            self._finish_unexpected(key, message)
+
+        if head.nbytes == 0:
+            done()
+            return
+        inbound.target, inbound.target_got, inbound.on_done = target, 0, done
+        inbound.handle = posted.handle if posted is not None else None
+
+    def _end_payload(self, state: _Peer) -> None:
+        inbound = state.inbound
+        done = inbound.on_done
+        inbound.target, inbound.target_got, inbound.on_done, inbound.handle = None, 0, None, None
+        done()
+
+    def _lose(self, state: _Peer, exc: Exception | None) -> None:
+        """A connection broke: fail everything that needed that peer."""
+        reason = f": {exc}" if exc else ""
+        error = PeerLostError(f"rank {self.rank}: connection to rank {state.rank} closed{reason}", state.rank)
+        with self._lock:
+            if state.lost is not None:
+                return
+            state.lost = error
+            try:
+                self._selector.unregister(state.sock)
+            except (KeyError, ValueError):
+                pass
+            state.sock.close()
+            for entry in state.sendq:
+                entry[0].fail(error)
+            state.sendq.clear()
+            for key in list(self._posted):
+                keep = []
+                for posted in self._posted[key]:
+                    if posted.peer == state.rank:
+                        posted.handle.fail(error)
+                    else:
+                        keep.append(posted)
+                if keep:
+                    self._posted[key] = keep
+                else:
+                    del self._posted[key]
+            for messages in self._unexpected.values():
+                for message in messages:
+                    if message.peer == state.rank and not message.complete and message.claimed_by is not None:
+                        message.claimed_by.handle.fail(error)
+            if state.inbound.handle is not None:
+                # A payload was half-read straight into a posted receive.
+                state.inbound.handle.fail(error)
+
+    def abort(self, error: Exception) -> None:
+        """Fail every pending operation with `error` and refuse new ones."""
+        with self._lock:
+            self._aborted = error
+            for waiting in self._posted.values():
+                for posted in waiting:
+                    posted.handle.fail(error)
+            self._posted.clear()
+            for state in self._peers.values():
+                for entry in state.sendq:
+                    entry[0].fail(error)
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._progress_lock:
+            for state in self._peers.values():
+                if state.lost is None:
+                    try:
+                        self._selector.unregister(state.sock)
+                    except (KeyError, ValueError):
+                        pass
+                    state.sock.close()
+            self._selector.close()
+            self._wake_r.close()
+            self._wake_w.close()
+        with self._accept_cv:
+            for sock in self._accepted.values():
+                if sock.fileno() != -1 and all(p.sock is not sock for p in self._peers.values()):
+                    sock.close()
+        self._accept_thread.join(timeout=2)
+
