@@ -281,11 +281,15 @@ class Simulation:
         c = p.collective
         everyone = range(n)
 
+        # Reducing collectives give every rank the same input count, so the
+        # contributions of ranks [0, k) to one index form a strided bit pattern.
+        stride = p.input_count(0)
+        prefix = [0]
+        for r in everyone:
+            prefix.append(prefix[-1] | 1 << (r * stride))
+
         def element(ranks: range, index: int) -> int:
-            value = 0
-            for r in ranks:
-                value |= 1 << (self.base[r] + index)
-            return value
+            return (prefix[ranks.stop] ^ prefix[ranks.start]) << index
 
         size = p.output_count(rank)
         if c == "broadcast":

@@ -46,11 +46,11 @@ def as_buffer(obj: Any, name: str, writable: bool = False) -> Buffer:
 
 
 def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
-    if array.dtype.kind not in "biufc":
+    logical = "bfloat16" if array.dtype.name == "bfloat16" else None  # ml_dtypes' bfloat16
+    if array.dtype.kind not in "biufc" and logical is None:
         raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
     if writable and not array.flags.writeable:
         raise ValueError(f"{name} is read-only, but this operation writes its result into it")
-    logical = "bfloat16" if array.dtype.name == "bfloat16" else None
     storage = array.view(np.uint16) if logical else array
     if storage.flags.c_contiguous:
         return Buffer(storage.reshape(-1), array.dtype.name, logical, None)

@@ -1,7 +1,7 @@
 """Starting a job's ranks on one host: environment, supervision, output, failure handling."""
 
 from meshcomm.launcher.env import JobLayout, child_environ, rank_variables, resolve_token
-from meshcomm.launcher.launch import launch, make_layout, python_module_command, python_script_command, rank_specs
+from meshcomm.launcher.launch import launch, make_layout, python_module_command, python_script_command, rank_specs, run_job
 from meshcomm.launcher.ports import free_port
 from meshcomm.launcher.process import JobResult, RankFailure, RankSpec, Supervisor
 
@@ -20,4 +20,5 @@ __all__ = [
     "rank_specs",
     "rank_variables",
     "resolve_token",
+    "run_job",
 ]

@@ -96,8 +96,6 @@ def launch(
     died by a signal), or 128 + the signal that interrupted the launcher.
     Raises ValueError for bad arguments before any process starts.
     """
-    if isinstance(cmd, str) or not cmd or not all(isinstance(part, str) for part in cmd):
-        raise TypeError(f"cmd must be a non-empty list of str, got {cmd!r}")
     layout = make_layout(
         nproc,
         nnodes=nnodes,
@@ -108,6 +106,22 @@ def launch(
         host_id=host_id,
         env_extra=env_extra,
     )
+    return run_job(cmd, layout, prefix=prefix, env_extra=env_extra, grace=grace, stdout=stdout, stderr=stderr)
+
+
+def run_job(
+    cmd: Sequence[str],
+    layout: JobLayout,
+    *,
+    prefix: bool = True,
+    env_extra: Mapping[str, str] | None = None,
+    grace: float | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """launch() for a layout already made: starts, supervises, reports on stderr, returns the exit code."""
+    if isinstance(cmd, str) or not cmd or not all(isinstance(part, str) for part in cmd):
+        raise TypeError(f"cmd must be a non-empty list of str, got {cmd!r}")
     err = stderr if stderr is not None else sys.stderr
     supervisor = Supervisor(
         rank_specs(cmd, layout, env_extra),

@@ -6,6 +6,7 @@ from meshcomm.rendezvous.file_store import FileStore
 from meshcomm.rendezvous.init_method import connect, join
 from meshcomm.rendezvous.store import PrefixStore, Store
 from meshcomm.rendezvous.tcp_store import StoreServer, TCPStore, run_store_server
+from meshcomm.rendezvous.torch_store import TorchStore
 
 __all__ = [
     "FileStore",
@@ -14,6 +15,7 @@ __all__ = [
     "Store",
     "StoreServer",
     "TCPStore",
+    "TorchStore",
     "connect",
     "detect",
     "expand_nodelist",

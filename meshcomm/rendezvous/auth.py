@@ -77,19 +77,20 @@ def handshake(sock: socket.socket, token: bytes, purpose: bytes, is_server: bool
     my_role, their_role = (b"S", b"C") if is_server else (b"C", b"S")
     if is_server:
         _send_all(sock, MAGIC + mine, deadline)
-        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES + DIGEST_BYTES, deadline)
-        if hello[: len(MAGIC)] != MAGIC:
+        # The magic alone first, so a stranger sending a short line is dropped at
+        # once rather than waited on for the rest of a hello that never comes.
+        if _recv_exact(sock, len(MAGIC), deadline) != MAGIC:
             raise AuthenticationError("peer does not speak the meshcomm protocol")
-        theirs = hello[len(MAGIC) : len(MAGIC) + NONCE_BYTES]
-        proof = hello[len(MAGIC) + NONCE_BYTES :]
+        hello = _recv_exact(sock, NONCE_BYTES + DIGEST_BYTES, deadline)
+        theirs = hello[:NONCE_BYTES]
+        proof = hello[NONCE_BYTES:]
         if not hmac.compare_digest(proof, _digest(token, purpose, mine, their_role)):
             raise AuthenticationError("peer does not hold the job token")
         _send_all(sock, _digest(token, purpose, theirs, my_role), deadline)
     else:
-        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
-        if hello[: len(MAGIC)] != MAGIC:
+        if _recv_exact(sock, len(MAGIC), deadline) != MAGIC:
             raise AuthenticationError("server does not speak the meshcomm protocol")
-        theirs = hello[len(MAGIC) :]
+        theirs = _recv_exact(sock, NONCE_BYTES, deadline)
         _send_all(sock, MAGIC + mine + _digest(token, purpose, theirs, my_role), deadline)
         proof = _recv_exact(sock, DIGEST_BYTES, deadline)
         if not hmac.compare_digest(proof, _digest(token, purpose, mine, their_role)):

@@ -1,0 +1,1 @@
+"""The `meshcomm` command line: a registry of small subcommands."""

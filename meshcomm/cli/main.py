@@ -1,0 +1,73 @@
+"""`meshcomm` entry point: finds the subcommand in a registry and runs it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (one-line help, module). A module provides add_arguments(parser) and
+# run(args) -> int and imports anything heavy inside run(), so `meshcomm --help`
+# stays fast and a broken subcommand cannot break the others. A new subcommand
+# (bench, explain, sim, tune, doctor) is one more row.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("start N processes of a program as one meshcomm (or torchrun-style) job", "meshcomm.cli.run"),
+    "store": ("serve a standalone rendezvous store (MESHCOMM_STORE=external jobs connect to it)", "meshcomm.cli.store"),
+}
+
+
+class UsageError(Exception):
+    """A bad combination of arguments that a subcommand found after argparse: exits 2 with usage."""
+
+
+def version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("meshcomm")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    # The top-level parser has only flags, so the first bare word is the subcommand.
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(
+        prog="meshcomm",
+        description="meshcomm: collective communication for Python processes.",
+    )
+    parser.add_argument("--version", action="version", version=f"meshcomm {version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    chosen = _chosen(argv)
+    parsers: dict[str, argparse.ArgumentParser] = {}
+    for name, (help_text, module_name) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name == chosen:
+            importlib.import_module(module_name).add_arguments(sub)
+        parsers[name] = sub
+    return parser, parsers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, parsers = build_parser(argv)
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        module = importlib.import_module(SUBCOMMANDS[args.command][1])
+        try:
+            return int(module.run(args))
+        except UsageError as exc:
+            parsers[args.command].error(str(exc))
+    except SystemExit as exc:
+        # argparse exits for --help, --version and bad arguments; callers of main() get a code.
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except KeyboardInterrupt:
+        return 130
+    return 0
