@@ -13,7 +13,13 @@ elements and receives T - counts[r]; nothing is reduced.
 
 from __future__ import annotations
 
-from meshcomm.algorithms._build import single_rank, StepBuilder, check_collective, check_rank, copy_input_to_output
+from meshcomm.algorithms._build import (
+    StepBuilder,
+    check_collective,
+    check_rank,
+    copy_input_to_output,
+    single_rank,
+)
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import OUTPUT, Schedule, Slice
 

@@ -13,7 +13,7 @@ receives the sum of its column minus its own block; nothing is reduced.
 
 from __future__ import annotations
 
-from meshcomm.algorithms._build import single_rank, StepBuilder, check_collective, check_rank
+from meshcomm.algorithms._build import StepBuilder, check_collective, check_rank, single_rank
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import INPUT, OUTPUT, Schedule, Slice, prefix_offsets
 

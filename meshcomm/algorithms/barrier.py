@@ -13,7 +13,7 @@ no elements on the wire, nothing reduced.
 
 from __future__ import annotations
 
-from meshcomm.algorithms._build import single_rank, StepBuilder, ceil_log2, check_collective, check_rank
+from meshcomm.algorithms._build import StepBuilder, ceil_log2, check_collective, check_rank, single_rank
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import SCRATCH, Schedule
 

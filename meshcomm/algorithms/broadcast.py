@@ -25,7 +25,14 @@ than the tree when m is large and the per-message latency is small.
 
 from __future__ import annotations
 
-from meshcomm.algorithms._build import single_rank, StepBuilder, ceil_log2, check_collective, check_rank, copy_input_to_output
+from meshcomm.algorithms._build import (
+    StepBuilder,
+    ceil_log2,
+    check_collective,
+    check_rank,
+    copy_input_to_output,
+    single_rank,
+)
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import OUTPUT, Schedule, Slice, block_bounds
 

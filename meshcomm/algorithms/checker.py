@@ -37,7 +37,7 @@ from meshcomm.algorithms.schedule import (
     Slice,
 )
 
-__all__ = ["GARBAGE", "ScheduleError", "check", "cost", "simulate"]
+__all__ = ["GARBAGE", "ScheduleError", "Simulation", "check", "cost", "simulate"]
 
 GARBAGE = None
 Value = Union[int, None]
@@ -147,7 +147,8 @@ class Simulation:
             raise ScheduleError(f"rank {rank}: scratch must be >= 0, got {schedule.scratch}")
 
     def _where(self, rank: int, step: int, op: object) -> str:
-        return f"{self.name} on {self.problem.nranks} ranks {self.problem.counts} root {self.problem.root}: rank {rank} step {step} op '{op}'"
+        p = self.problem
+        return f"{self.name} on {p.nranks} ranks {p.counts} root {p.root}: rank {rank} step {step} op '{op}'"
 
     def _describe(self, value: Value) -> str:
         if value is GARBAGE:
@@ -244,7 +245,9 @@ class Simulation:
             if not isinstance(op, (Send, Recv, RecvReduce)):
                 continue
             if not isinstance(op.peer, int) or not 0 <= op.peer < n or op.peer == rank:
-                raise ScheduleError(f"{self._where(rank, step, op)}: peer must be another rank in [0, {n}), got {op.peer!r}")
+                raise ScheduleError(
+                    f"{self._where(rank, step, op)}: peer must be another rank in [0, {n}), got {op.peer!r}"
+                )
             if isinstance(op, Send):
                 values = self._read(rank, step, op, op.src)
                 sources.append((*self._region(rank, step, op, op.src), op))
@@ -256,7 +259,8 @@ class Simulation:
                 if buf == other_buf and start < other_stop and other_start < stop:
                     element = max(start, other_start)
                     raise ScheduleError(
-                        f"{self._where(rank, step, op)}: receive destination overlaps '{other}' at element {buf}[{element}]"
+                        f"{self._where(rank, step, op)}: receive destination overlaps '{other}' "
+                        f"at element {buf}[{element}]"
                     )
 
     def _receive(self, rank: int, step: int, in_flight: dict[tuple[int, int], deque]) -> None:
@@ -265,7 +269,9 @@ class Simulation:
                 continue
             queue = in_flight.get((op.peer, rank))
             if not queue:
-                raise ScheduleError(f"{self._where(rank, step, op)}: rank {op.peer} sends no matching message in step {step}")
+                raise ScheduleError(
+                    f"{self._where(rank, step, op)}: rank {op.peer} sends no matching message in step {step}"
+                )
             send, values, knowledge = queue.popleft()
             if len(values) != op.dst.count:
                 raise ScheduleError(

@@ -18,13 +18,13 @@ reduces m elements per child.
 from __future__ import annotations
 
 from meshcomm.algorithms._build import (
-    single_rank,
     StepBuilder,
     ceil_log2,
     check_collective,
     check_rank,
     copy_input_to_output,
     lowbit,
+    single_rank,
 )
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import OUTPUT, Schedule, Slice

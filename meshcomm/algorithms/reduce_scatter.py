@@ -19,7 +19,13 @@ even counts); scratch 2 max(counts) when n > 2.
 
 from __future__ import annotations
 
-from meshcomm.algorithms._build import single_rank, StepBuilder, check_collective, check_rank, copy_input_to_output
+from meshcomm.algorithms._build import (
+    StepBuilder,
+    check_collective,
+    check_rank,
+    copy_input_to_output,
+    single_rank,
+)
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import INPUT, OUTPUT, SCRATCH, Schedule, Slice
 

@@ -25,7 +25,14 @@ messages of m elements and reduces as many (exscan: up to twice as many).
 
 from __future__ import annotations
 
-from meshcomm.algorithms._build import single_rank, StepBuilder, ceil_log2, check_collective, check_rank, copy_input_to_output
+from meshcomm.algorithms._build import (
+    StepBuilder,
+    ceil_log2,
+    check_collective,
+    check_rank,
+    copy_input_to_output,
+    single_rank,
+)
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import INPUT, OUTPUT, SCRATCH, Schedule, Slice
 
@@ -69,12 +76,12 @@ def recursive_doubling(problem: Problem, rank: int) -> Schedule:
     output = Slice(OUTPUT, 0, count)
     received = Slice(SCRATCH, 0, count)
     partial = output if inclusive else Slice(SCRATCH, count, count)
-    if inclusive:
-        copy_input_to_output(builder, count)
-    else:
-        builder.copy(0, Slice(INPUT, 0, count), partial)
     rounds = ceil_log2(n)
     last_send = max((k for k in range(rounds) if rank + (1 << k) < n), default=-1)
+    if inclusive:
+        copy_input_to_output(builder, count)
+    elif last_send >= 0:
+        builder.copy(0, Slice(INPUT, 0, count), partial)
     for k in range(rounds):
         distance = 1 << k
         if rank + distance < n:

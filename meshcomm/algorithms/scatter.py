@@ -22,7 +22,6 @@ block; nothing is reduced.
 from __future__ import annotations
 
 from meshcomm.algorithms._build import (
-    single_rank,
     RootedTree,
     StepBuilder,
     ceil_log2,
@@ -30,6 +29,7 @@ from meshcomm.algorithms._build import (
     check_rank,
     copy_input_to_output,
     lowbit,
+    single_rank,
 )
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import INPUT, OUTPUT, SCRATCH, Schedule, Slice

@@ -93,8 +93,12 @@ class PMIClient:
         return reply["value"]
 
     def close(self) -> None:
-        # No cmd=finalize: that would end PMI for the whole process, including a later MPI_Init.
-        os.close(self._fd)
+        # Hydra treats a rank that ran PMI init and then exits without finalize as
+        # crashed, and kills the whole job.
+        try:
+            self._call("finalize", {}, "finalize_ack")
+        finally:
+            os.close(self._fd)
 
 
 def parse_line(line: str) -> dict[str, str]:
@@ -107,9 +111,9 @@ def parse_line(line: str) -> dict[str, str]:
     return fields
 
 
-def exchange_store_address(rank: int, address: str | None, timeout: float) -> str:
+def exchange_store_address(rank: int, address: str | None, timeout: float, fd: int | None = None) -> str:
     """Rank 0 publishes its store's host:port; every rank returns it (all ranks must call this)."""
-    client = PMIClient(timeout)
+    client = PMIClient(timeout, fd)
     try:
         if rank == 0:
             if address is None:

@@ -229,18 +229,22 @@ class TcpTransport:
         handle = Handle("recv", peer, buffer.nbytes)
         posted = _PostedRecv(handle, peer, buffer, fingerprint)
         with self._lock:
-            if peer is not None and peer != self.rank:
-                self._check_usable(self._peer(peer))
             if self._aborted is not None:
                 handle.fail(self._aborted)
                 return handle
+            # Look at what already arrived first: a peer that sent its last
+            # message and then left is not an error for that message.
             for message in self._unexpected.get(key, ()):
                 if message.claimed_by is None and (peer is None or message.peer == peer):
                     message.claimed_by = posted
                     handle.source = message.peer
                     if message.complete:
                         self._finish_unexpected(key, message)
+                    elif self._peers[message.peer].lost is not None:
+                        handle.fail(self._peers[message.peer].lost)
                     return handle
+            if peer is not None and peer != self.rank:
+                self._check_usable(self._peer(peer))
             self._posted[key].append(posted)
         return handle
 
@@ -556,6 +560,12 @@ class TcpTransport:
                     try:
                         self._selector.unregister(state.sock)
                     except (KeyError, ValueError):
+                        pass
+                    # FIN rather than RST: bytes we sent that the peer has not
+                    # read yet must still reach it after we are gone.
+                    try:
+                        state.sock.shutdown(socket.SHUT_WR)
+                    except OSError:
                         pass
                     state.sock.close()
             self._selector.close()

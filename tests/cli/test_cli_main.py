@@ -1,0 +1,97 @@
+"""The `meshcomm` entry point: registry, help, version, the store subcommand."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import types
+from importlib import metadata
+
+import pytest
+
+from meshcomm.cli.main import SUBCOMMANDS, main
+
+
+def test_every_registered_subcommand_module_has_add_arguments_and_run() -> None:
+    assert {"run", "store"} <= set(SUBCOMMANDS)
+    for name, (help_text, module_name) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        assert help_text and callable(module.add_arguments) and callable(module.run), name
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name, (help_text, _) in SUBCOMMANDS.items():
+        assert name in out
+    assert "usage: meshcomm" in out
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"meshcomm {metadata.version('meshcomm')}"
+
+
+def test_no_subcommand_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+def test_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frobnicate"]) == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+def test_console_script_points_at_main() -> None:
+    scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
+    assert scripts.get("meshcomm") == "meshcomm.cli.main:main"
+
+
+def test_python_dash_m_meshcomm_runs_the_cli() -> None:
+    done = subprocess.run([sys.executable, "-m", "meshcomm", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "run" in done.stdout and "store" in done.stdout
+
+
+def test_importing_the_cli_does_not_import_the_launcher() -> None:
+    code = "import sys, meshcomm.cli.main; print('meshcomm.launcher' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False"
+
+
+def fake_tcp_store(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+    calls: list[tuple[object, ...]] = []
+    module = types.ModuleType("meshcomm.rendezvous.tcp_store")
+    module.run_store_server = lambda host, port, token: calls.append((host, port, token))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "meshcomm.rendezvous.tcp_store", module)
+    return calls
+
+
+def test_store_serves_with_the_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = fake_tcp_store(monkeypatch)
+    monkeypatch.setenv("MESHCOMM_TOKEN", "job-secret")
+    assert main(["store", "--port", "29400"]) == 0
+    assert calls == [("0.0.0.0", 29400, b"job-secret")]
+    assert main(["store", "--host", "127.0.0.1", "--port", "0"]) == 0
+    assert calls[-1] == ("127.0.0.1", 0, b"job-secret")
+
+
+def test_store_without_token_warns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    calls = fake_tcp_store(monkeypatch)
+    monkeypatch.delenv("MESHCOMM_TOKEN", raising=False)
+    assert main(["store", "--port", "29400"]) == 0
+    assert calls == [("0.0.0.0", 29400, b"")]
+    assert "MESHCOMM_TOKEN is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["store"], "the following arguments are required: --port"),
+        (["store", "--port", "70000"], "argument --port: must be <= 65535, got 70000"),
+        (["store", "--port", "x"], "argument --port: must be an integer, got 'x'"),
+    ],
+)
+def test_store_argument_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

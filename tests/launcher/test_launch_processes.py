@@ -1,0 +1,156 @@
+"""Real ranks started through launch() and Supervisor: environment, output, failures."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from meshcomm.launcher import RankSpec, Supervisor, launch, python_script_command
+
+PRINT_ENV = """
+    import os
+    keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_PORT",
+            "MESHCOMM_RANK", "MESHCOMM_MASTER_PORT", "MESHCOMM_TOKEN", "PYTHONUNBUFFERED", "EXTRA"]
+    print(" ".join(f"{k}={os.environ.get(k, '-')}" for k in keys))
+"""
+
+
+def run_launch(cmd: list[str], nproc: int, **kwargs: object) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = launch(cmd, nproc, stdout=out, stderr=err, **kwargs)  # type: ignore[arg-type]
+    return code, out.getvalue(), err.getvalue()
+
+
+def parse(line: str) -> dict[str, str]:
+    return dict(field.split("=", 1) for field in line.split())
+
+
+@pytest.mark.parametrize("nproc", [1, 2, 3, 4])
+def test_every_rank_gets_its_own_variables(nproc: int, script: Callable[[str, str], str]) -> None:
+    code, out, _ = run_launch(python_script_command(script("env.py", PRINT_ENV)), nproc, env_extra={"EXTRA": "x"})
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == nproc
+    seen = {}
+    for line in lines:
+        match = re.fullmatch(r"\[rank(\d+)\]: (.*)", line)
+        assert match, line
+        env = parse(match.group(2))
+        assert env["RANK"] == env["MESHCOMM_RANK"] == env["LOCAL_RANK"] == match.group(1)
+        seen[int(env["RANK"])] = env
+    assert sorted(seen) == list(range(nproc))
+    for env in seen.values():
+        assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == str(nproc)
+        assert env["NODE_RANK"] == "0" and env["PYTHONUNBUFFERED"] == "1" and env["EXTRA"] == "x"
+        assert env["MASTER_PORT"] == env["MESHCOMM_MASTER_PORT"] != "0"
+    tokens = {env["MESHCOMM_TOKEN"] for env in seen.values()}
+    assert len(tokens) == 1 and len(tokens.pop()) == 64
+    assert len({env["MASTER_PORT"] for env in seen.values()}) == 1
+
+
+def test_second_node_numbers_its_ranks_after_the_first(script: Callable[[str, str], str]) -> None:
+    code, out, _ = run_launch(
+        python_script_command(script("env.py", PRINT_ENV)), 2, nnodes=2, node_rank=1, master_port=29999,
+        env_extra={"MESHCOMM_TOKEN": "shared"},
+    )
+    assert code == 0
+    envs = sorted((parse(line.split(": ", 1)[1]) for line in out.splitlines()), key=lambda e: e["RANK"])
+    assert [e["RANK"] for e in envs] == ["2", "3"] and [e["LOCAL_RANK"] for e in envs] == ["0", "1"]
+    assert all(e["WORLD_SIZE"] == "4" and e["NODE_RANK"] == "1" and e["MESHCOMM_TOKEN"] == "shared" for e in envs)
+    assert out.startswith(("[rank2]: ", "[rank3]: "))
+
+
+def test_stdout_and_stderr_go_to_their_own_streams_with_prefix(script: Callable[[str, str], str]) -> None:
+    path = script("both.py", """
+        import os, sys
+        print("out line")
+        sys.stderr.write("err partial")
+    """)
+    code, out, err = run_launch(python_script_command(path), 2)
+    assert code == 0
+    assert sorted(out.splitlines()) == ["[rank0]: out line", "[rank1]: out line"]
+    assert sorted(err.splitlines()) == ["[rank0]: err partial", "[rank1]: err partial"]
+
+
+def test_no_prefix_passes_output_through(script: Callable[[str, str], str]) -> None:
+    path = script("raw.py", "print('raw', end='')\n")
+    code, out, _ = run_launch(python_script_command(path), 2, prefix=False)
+    assert code == 0 and out == "rawraw"
+
+
+def test_failing_rank_sets_exit_code_and_stops_the_others(script: Callable[[str, str], str]) -> None:
+    path = script("fail.py", """
+        import os, sys, time
+        if os.environ["RANK"] == "2":
+            for i in range(15):
+                print(f"error detail {i}", file=sys.stderr)
+            sys.exit(3)
+        time.sleep(60)
+    """)
+    start = time.monotonic()
+    code, _, err = run_launch(python_script_command(path), 4, grace=5.0)
+    assert time.monotonic() - start < 30, "the sleeping ranks were not stopped"
+    assert code == 3
+    assert "rank 2 (local rank 2, pid" in err and "failed first: exit code 3" in err
+    report = err[err.index("failed first"):]
+    assert "error detail 14" in report and "error detail 5" in report and "error detail 4" not in report
+    assert "stopped 3 other ranks [0, 1, 3]" in err
+
+
+def test_rank_killed_by_a_signal_is_reported_as_that_signal(script: Callable[[str, str], str]) -> None:
+    path = script("kill.py", """
+        import os, signal, time
+        if os.environ["RANK"] == "1":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+    """)
+    code, _, err = run_launch(python_script_command(path), 2)
+    assert code == 128 + signal.SIGKILL
+    assert "rank 1 (local rank 1" in err and "failed first: signal SIGKILL" in err
+
+
+def test_rank_ignoring_sigterm_is_killed_after_the_grace_period(
+    script: Callable[[str, str], str], tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    path = script("stubborn.py", f"""
+        import os, signal, sys, time
+        if os.environ["RANK"] == "0":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            open({str(ready)!r}, "w").close()
+            time.sleep(60)
+        deadline = time.monotonic() + 30
+        while not os.path.exists({str(ready)!r}) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sys.exit(1)
+    """)
+    specs = [RankSpec(rank, rank, python_script_command(path), {**os.environ, "RANK": str(rank)}) for rank in (0, 1)]
+    start = time.monotonic()
+    result = Supervisor(specs, grace=0.5, stdout=io.StringIO(), stderr=io.StringIO()).run()
+    assert time.monotonic() - start < 30
+    assert result.exit_code == 1 and result.failure is not None and result.failure.rank == 1
+    assert result.returncodes == {0: -signal.SIGKILL, 1: 1}
+
+
+def test_command_that_cannot_start_exits_127(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_launch(["/nonexistent/meshcomm-test-program"], 2)
+    assert code == 127
+    assert "cannot start rank 0" in err and "No such file" in err
+
+
+def test_launch_rejects_a_bare_string_command() -> None:
+    with pytest.raises(TypeError, match="cmd must be a non-empty list of str"):
+        launch("python script.py", 1)  # type: ignore[arg-type]
+
+
+def test_success_of_every_rank_exits_zero_and_reports_nothing() -> None:
+    code, out, err = run_launch([sys.executable, "-c", "pass"], 3)
+    assert (code, out, err) == (0, "", "")

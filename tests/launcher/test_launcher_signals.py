@@ -1,0 +1,67 @@
+"""SIGINT/SIGTERM to a launcher: forwarded to every rank, all of them reaped."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+RANK = """
+    import os, subprocess, time
+    child = subprocess.Popen(["sleep", "30"])
+    print(os.getpid(), child.pid, flush=True)
+    time.sleep(30)
+"""
+
+
+def read_lines(proc: subprocess.Popen[bytes], count: int, timeout: float) -> list[str]:
+    """Lines from proc's stdout until `count` arrived; fails instead of blocking past `timeout`."""
+    assert proc.stdout is not None
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while data.count(b"\n") < count:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"only got {data!r}"
+            if selector.select(remaining):
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                assert chunk, f"launcher closed stdout early: {data!r}"
+                data += chunk
+    return data.decode().splitlines()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_launcher_stops_and_reaps_every_rank(
+    sig: signal.Signals,
+    script: Callable[[str, str], str],
+    exists: Callable[[int], bool],
+    running: Callable[[int], bool],
+) -> None:
+    path = script("rank.py", RANK)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "meshcomm", "run", "-n", "3", "--no-prefix", path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        lines = read_lines(proc, 3, timeout=30)
+        pids = [tuple(int(x) for x in line.split()) for line in lines]
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 128 + sig
+    assert f"received {sig.name}" in err.decode()
+    for rank_pid, grandchild_pid in pids:
+        assert not exists(rank_pid), f"rank pid {rank_pid} left behind"
+        # The grandchild's zombie belongs to whoever adopted it, not to the launcher.
+        assert not running(grandchild_pid), f"grandchild pid {grandchild_pid} left running"
