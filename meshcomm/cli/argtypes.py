@@ -29,6 +29,11 @@ def port(text: str) -> int:
     return integer(text, minimum=0, maximum=65535)
 
 
+def fixed_port(text: str) -> int:
+    """A port clients can be told in advance, so not 0."""
+    return integer(text, minimum=1, maximum=65535)
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)

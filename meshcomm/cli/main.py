@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -62,12 +63,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         module = importlib.import_module(SUBCOMMANDS[args.command][1])
         try:
-            return int(module.run(args))
+            code = int(module.run(args))
         except UsageError as exc:
-            parsers[args.command].error(str(exc))
+            parsers[args.command].error(str(exc))  # exits 2, printing the subcommand's usage
+        _flush_stdout()
+        return code
     except SystemExit as exc:
         # argparse exits for --help, --version and bad arguments; callers of main() get a code.
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except KeyboardInterrupt:
         return 130
-    return 0
+
+
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `meshcomm run ... | head`: the reader left. Point stdout at /dev/null so
+        # the interpreter's own flush at exit does not print a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -64,7 +64,7 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshcomm.launcher import make_layout, run_job
+    from meshcomm.launcher import kill_grace, make_layout, run_job
 
     if args.nnodes > 1 and args.master_port == 0:
         raise UsageError(f"--master-port is required when --nnodes > 1 (got --nnodes {args.nnodes}): "
@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         layout = make_layout(args.nproc, nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr,
                              master_port=args.master_port, timeout=args.timeout, host_id=args.host_id)
+        grace = kill_grace()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return run_job(cmd, layout, prefix=args.prefix)
+    return run_job(cmd, layout, prefix=args.prefix, grace=grace)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from meshcomm.cli import argtypes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    parser.add_argument("--port", type=argtypes.port, required=True, help="port to listen on (0 lets the kernel pick)")
+    parser.add_argument("--port", type=argtypes.fixed_port, required=True, help="port to listen on")
     parser.epilog = "The store authenticates clients with MESHCOMM_TOKEN; export the job's token first."
 
 
@@ -18,12 +17,9 @@ def run(args: argparse.Namespace) -> int:
     from meshcomm.rendezvous.auth import job_token
     from meshcomm.rendezvous.tcp_store import run_store_server
 
-    token = job_token()
-    if not token:
-        print("meshcomm store: warning: MESHCOMM_TOKEN is not set; any meshcomm client may use this store",
-              file=sys.stderr, flush=True)
+    # Without a token the server itself warns when it listens beyond loopback.
     try:
-        run_store_server(args.host, args.port, token)
+        run_store_server(args.host, args.port, job_token())
     except KeyboardInterrupt:
         return 130
     return 0

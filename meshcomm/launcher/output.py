@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from typing import BinaryIO, TextIO
+from typing import IO, TextIO
 
 READ_BYTES = 65536
 TAIL_LINES = 10
@@ -19,9 +19,13 @@ class Sink:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self._broken = False
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> bool:
+        """Write whole; False once the reader went away (`| head`, closed stream)."""
         with self._lock:
+            if self._broken:
+                return False
             try:
                 buffer = getattr(self._stream, "buffer", None)
                 if buffer is not None:
@@ -32,9 +36,9 @@ class Sink:
                     self._stream.write(data.decode(errors="replace"))
                     self._stream.flush()
             except (OSError, ValueError):
-                # The reader went away (`| head`, closed stream): keep draining the
-                # pipe anyway so the rank never blocks on a full pipe.
-                pass
+                self._broken = True
+                return False
+            return True
 
 
 class Pump(threading.Thread):
@@ -45,7 +49,7 @@ class Pump(threading.Thread):
     forwarded chunk by chunk, byte for byte, so prompts and progress bars work.
     """
 
-    def __init__(self, pipe: BinaryIO, sink: Sink, prefix: bytes, name: str) -> None:
+    def __init__(self, pipe: IO[bytes], sink: Sink, prefix: bytes, name: str) -> None:
         # Daemon: a grandchild that keeps the pipe open must not keep the launcher alive.
         super().__init__(daemon=True, name=name)
         self._pipe = pipe
@@ -59,13 +63,14 @@ class Pump(threading.Thread):
             while True:
                 try:
                     chunk = os.read(self._pipe.fileno(), READ_BYTES)
-                except InterruptedError:
-                    continue
                 except OSError:
                     break
                 if not chunk:
                     break
-                self._feed(chunk)
+                if not self._feed(chunk):
+                    # Nobody reads our output any more: closing the pipe gives the rank
+                    # EPIPE/SIGPIPE, as `python script.py | head` would.
+                    return
             if self._partial:
                 self._tail.append(self._partial)
                 if self._prefix:
@@ -78,13 +83,15 @@ class Pump(threading.Thread):
         """The last lines read (call after join), without prefix or line end."""
         return [line.rstrip(b"\r\n").decode(errors="replace") for line in self._tail]
 
-    def _feed(self, chunk: bytes) -> None:
+    def _feed(self, chunk: bytes) -> bool:
+        written = True
         if not self._prefix:
-            self._sink.write(chunk)
+            written = self._sink.write(chunk)
         *lines, self._partial = (self._partial + chunk).split(b"\n")
         if len(self._partial) > MAX_LINE_BYTES:
             lines.append(self._partial)
             self._partial = b""
         self._tail.extend(lines)
         if self._prefix and lines:
-            self._sink.write(b"".join(self._prefix + line + b"\n" for line in lines))
+            written = self._sink.write(b"".join(self._prefix + line + b"\n" for line in lines))
+        return written

@@ -21,10 +21,8 @@ def describe(result: JobResult, who: str = "meshcomm run") -> list[str]:
     failure = result.failure
     if failure is None:
         return []
-    lines = [
-        f"{who}: rank {failure.rank} (local rank {failure.local_rank}, pid {failure.pid}) "
-        f"failed first: {describe_returncode(failure.returncode)}"
-    ]
+    how = describe_returncode(failure.returncode)
+    lines = [f"{who}: rank {failure.rank} (local rank {failure.local_rank}, pid {failure.pid}) failed first: {how}"]
     if failure.stderr_tail:
         lines.append(f"{who}: last {len(failure.stderr_tail)} line(s) of rank {failure.rank}'s stderr:")
         lines.extend(f"    {line}" for line in failure.stderr_tail)

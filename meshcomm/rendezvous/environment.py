@@ -149,7 +149,7 @@ def _master_address() -> tuple[str | None, int | None, str | None]:
 
 
 def _missing(what: str, argument: str, attribute: str) -> ValueError:
-    looked = ", ".join(f"{getattr(l, attribute)} ({l.name})" for l in LAUNCHERS if getattr(l, attribute))
+    looked = ", ".join(f"{getattr(src, attribute)} ({src.name})" for src in LAUNCHERS if getattr(src, attribute))
     return ValueError(f"cannot tell this process's {what}: pass {argument}= or set one of {looked}")
 
 
@@ -162,12 +162,14 @@ def detect(rank: int = -1, world_size: int = -1) -> JobInfo:
     for name, value in (("rank", rank), ("world_size", world_size)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name} must be int, got {type(value).__name__}")
-    launcher = next((l for l in LAUNCHERS if _env(l.rank).strip()), None)
+    launcher = next((src for src in LAUNCHERS if _env(src.rank).strip()), None)
     given = [name for name, value in (("rank", rank), ("world_size", world_size)) if value >= 0]
     if rank < 0:
         if launcher is None:
             raise _missing("rank", "rank", "rank")
-        rank = _env_int(launcher.rank)  # type: ignore[assignment]
+        found = _env_int(launcher.rank)
+        assert found is not None  # the launcher was chosen because this variable is set
+        rank = found
     if world_size < 0:
         if launcher is None:
             raise _missing("world size", "world_size", "size")
@@ -175,7 +177,6 @@ def detect(rank: int = -1, world_size: int = -1) -> JobInfo:
         if size is None:
             raise ValueError(f"{launcher.rank} is set ({launcher.name}) but {launcher.size} is not")
         world_size = size
-    assert rank is not None
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     if not 0 <= rank < world_size:

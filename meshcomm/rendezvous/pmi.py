@@ -8,8 +8,10 @@ host:port, everyone crosses the barrier, the others get it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
+import sys
 import time
 
 from meshcomm.errors import CommTimeoutError, RendezvousError
@@ -32,7 +34,7 @@ class PMIClient:
                 raise ValueError(f"PMI_FD must name an inherited descriptor, got {raw!r}")
             fd = int(raw)
         # A duplicate, so closing this client never closes the launcher's descriptor
-        # that MPI_Init may use later in the same process. Its flags stay untouched
+        # (which MPI_Init may use later in the same process). Its flags stay untouched
         # (O_NONBLOCK would be shared with MPI's copy and break its blocking reads):
         # we poll before each read and write instead.
         self._fd = os.dup(fd)
@@ -92,13 +94,30 @@ class PMIClient:
             raise RendezvousError(f"PMI get {key} failed: {reply.get('msg', reply)}")
         return reply["value"]
 
-    def close(self) -> None:
-        # Hydra treats a rank that ran PMI init and then exits without finalize as
-        # crashed, and kills the whole job.
+    def close(self, finalize: bool = True) -> None:
         try:
-            self._call("finalize", {}, "finalize_ack")
+            if finalize:
+                self._call("finalize", {}, "finalize_ack")
         finally:
             os.close(self._fd)
+
+    def finalize_at_exit(self) -> None:
+        """Hydra treats a rank that ran PMI init and exits without finalize as crashed
+        (and kills the job), but finalize ends PMI for the whole process, so a later
+        MPI_Init would fail: finalize only when the interpreter exits."""
+        atexit.register(self._exit)
+
+    def _exit(self) -> None:
+        mpi = sys.modules.get("mpi4py.MPI")
+        try:
+            # Real MPI did its own PMI init in this process, so its MPI_Finalize finalizes.
+            finalize = mpi is None or not mpi.Is_initialized()
+        except Exception:
+            finalize = False
+        try:
+            self.close(finalize)
+        except (OSError, RendezvousError, CommTimeoutError):
+            pass  # the launcher is gone already; nothing left to tell it
 
 
 def parse_line(line: str) -> dict[str, str]:
@@ -113,13 +132,11 @@ def parse_line(line: str) -> dict[str, str]:
 
 def exchange_store_address(rank: int, address: str | None, timeout: float, fd: int | None = None) -> str:
     """Rank 0 publishes its store's host:port; every rank returns it (all ranks must call this)."""
+    if rank == 0 and address is None:
+        raise ValueError("rank 0 must pass the address of the store it hosts")
     client = PMIClient(timeout, fd)
-    try:
-        if rank == 0:
-            if address is None:
-                raise ValueError("rank 0 must pass the address of the store it hosts")
-            client.put(STORE_KEY, address)
-        client.barrier()
-        return address if rank == 0 and address is not None else client.get(STORE_KEY)
-    finally:
-        client.close()
+    client.finalize_at_exit()
+    if rank == 0 and address is not None:
+        client.put(STORE_KEY, address)
+    client.barrier()
+    return address if rank == 0 and address is not None else client.get(STORE_KEY)

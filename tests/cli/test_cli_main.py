@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import subprocess
 import sys
 import types
@@ -23,7 +25,7 @@ def test_every_registered_subcommand_module_has_add_arguments_and_run() -> None:
 def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name, (help_text, _) in SUBCOMMANDS.items():
+    for name in SUBCOMMANDS:
         assert name in out
     assert "usage: meshcomm" in out
 
@@ -49,13 +51,13 @@ def test_console_script_points_at_main() -> None:
 
 
 def test_python_dash_m_meshcomm_runs_the_cli() -> None:
-    done = subprocess.run([sys.executable, "-m", "meshcomm", "--help"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "meshcomm", "--help"], check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "run" in done.stdout and "store" in done.stdout
 
 
 def test_importing_the_cli_does_not_import_the_launcher() -> None:
     code = "import sys, meshcomm.cli.main; print('meshcomm.launcher' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False"
 
 
@@ -72,16 +74,39 @@ def test_store_serves_with_the_token_from_the_environment(monkeypatch: pytest.Mo
     monkeypatch.setenv("MESHCOMM_TOKEN", "job-secret")
     assert main(["store", "--port", "29400"]) == 0
     assert calls == [("0.0.0.0", 29400, b"job-secret")]
-    assert main(["store", "--host", "127.0.0.1", "--port", "0"]) == 0
-    assert calls[-1] == ("127.0.0.1", 0, b"job-secret")
+    assert main(["store", "--host", "127.0.0.1", "--port", "29401"]) == 0
+    assert calls[-1] == ("127.0.0.1", 29401, b"job-secret")
 
 
-def test_store_without_token_warns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_without_token_passes_an_empty_one(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = fake_tcp_store(monkeypatch)
     monkeypatch.delenv("MESHCOMM_TOKEN", raising=False)
     assert main(["store", "--port", "29400"]) == 0
     assert calls == [("0.0.0.0", 29400, b"")]
-    assert "MESHCOMM_TOKEN is not set" in capsys.readouterr().err
+
+
+def test_store_subcommand_serves_real_clients_until_interrupted() -> None:
+    from meshcomm.launcher import free_port
+    from meshcomm.rendezvous import TCPStore
+
+    port = free_port()
+    env = {**os.environ, "MESHCOMM_TOKEN": "cli-secret"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "meshcomm", "store", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        with TCPStore("127.0.0.1", port, timeout=20, token=b"cli-secret") as client:
+            client.set("k", b"v")
+            assert client.get("k", timeout=5) == b"v"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err
 
 
 @pytest.mark.parametrize(
@@ -90,6 +115,7 @@ def test_store_without_token_warns(monkeypatch: pytest.MonkeyPatch, capsys: pyte
         (["store"], "the following arguments are required: --port"),
         (["store", "--port", "70000"], "argument --port: must be <= 65535, got 70000"),
         (["store", "--port", "x"], "argument --port: must be an integer, got 'x'"),
+        (["store", "--port", "0"], "argument --port: must be >= 1, got 0"),
     ],
 )
 def test_store_argument_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

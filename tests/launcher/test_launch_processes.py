@@ -140,7 +140,7 @@ def test_rank_ignoring_sigterm_is_killed_after_the_grace_period(
     assert result.returncodes == {0: -signal.SIGKILL, 1: 1}
 
 
-def test_command_that_cannot_start_exits_127(capsys: pytest.CaptureFixture[str]) -> None:
+def test_command_that_cannot_start_exits_127() -> None:
     code, _, err = run_launch(["/nonexistent/meshcomm-test-program"], 2)
     assert code == 127
     assert "cannot start rank 0" in err and "No such file" in err
@@ -148,7 +148,7 @@ def test_command_that_cannot_start_exits_127(capsys: pytest.CaptureFixture[str])
 
 def test_launch_rejects_a_bare_string_command() -> None:
     with pytest.raises(TypeError, match="cmd must be a non-empty list of str"):
-        launch("python script.py", 1)  # type: ignore[arg-type]
+        launch("python script.py", 1)
 
 
 def test_success_of_every_rank_exits_zero_and_reports_nothing() -> None:

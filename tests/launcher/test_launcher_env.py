@@ -93,3 +93,12 @@ def test_free_port_can_be_bound() -> None:
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+def test_public_api_is_exactly_all() -> None:
+    from meshcomm import launcher
+
+    public = {name for name in vars(launcher) if not name.startswith("_")}
+    modules = {"env", "job", "output", "ports", "process", "report"}
+    assert public - modules == set(launcher.__all__)
+    assert all(hasattr(launcher, name) for name in launcher.__all__)

@@ -65,3 +65,65 @@ def test_signal_to_launcher_stops_and_reaps_every_rank(
         assert not exists(rank_pid), f"rank pid {rank_pid} left behind"
         # The grandchild's zombie belongs to whoever adopted it, not to the launcher.
         assert not running(grandchild_pid), f"grandchild pid {grandchild_pid} left running"
+
+
+def test_launcher_whose_reader_went_away_ends_instead_of_draining_forever() -> None:
+    endless = "while True: print('y' * 100)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "meshcomm", "run", "-n", "2", "--", sys.executable, "-c", endless],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.read(1000)
+        proc.stdout.close()  # like `| head` exiting
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode != 0
+    assert b"failed first" in err
+
+
+STUBBORN_RANK = """
+    import os, signal, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, lambda *_: print("got SIGINT", flush=True))
+    print(os.getpid(), flush=True)
+    time.sleep(30)
+"""
+
+
+def test_second_ctrl_c_kills_ranks_without_waiting_for_the_grace_period(
+    script: Callable[[str, str], str], exists: Callable[[int], bool]
+) -> None:
+    path = script("stubborn.py", STUBBORN_RANK)
+    env = {**os.environ, "MESHCOMM_KILL_GRACE": "600"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "meshcomm", "run", "-n", "2", "--no-prefix", path],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )
+    try:
+        pids = [int(line) for line in read_lines(proc, 2, timeout=30)]
+        proc.send_signal(signal.SIGINT)
+        # Both ranks saw the forwarded SIGINT, so the launcher handled the first one.
+        assert read_lines(proc, 2, timeout=30) == ["got SIGINT", "got SIGINT"]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130, err
+    assert not any(exists(pid) for pid in pids)
+
+
+def test_bad_kill_grace_variable_is_a_clear_error(script: Callable[[str, str], str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "meshcomm", "run", script("noop.py", "pass\n")],
+        check=False, capture_output=True, text=True, timeout=60, env={**os.environ, "MESHCOMM_KILL_GRACE": "-1"},
+    )
+    assert done.returncode == 2
+    assert "MESHCOMM_KILL_GRACE must be >= 0 seconds, got -1.0" in done.stderr

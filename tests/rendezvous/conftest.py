@@ -41,3 +41,9 @@ def master(token: bytes) -> Iterator:
     store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, token=token)
     yield store
     store.close()
+
+
+@pytest.fixture
+def token_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores built from the environment (connect()) authenticate with this job token."""
+    monkeypatch.setenv("MESHCOMM_TOKEN", "env-token")

@@ -174,7 +174,7 @@ def test_closing_the_server_releases_a_parked_get(token: bytes) -> None:
     client.close()
 
 
-def test_open_port_without_token_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_port_without_token_warns() -> None:
     with pytest.warns(RuntimeWarning, match="anyone who can reach this port"):
         store = TCPStore("0.0.0.0", 0, is_master=True, timeout=5, token=b"")
     store.close()
