@@ -133,3 +133,13 @@ def test_two_dimensional_device_mesh(size):
 
 def test_object_collectives(cluster):
     assert all(cluster.run(objects))
+
+
+def test_eight_ranks_groups_splits_and_objects(cluster8):
+    for rank, value in enumerate(cluster8.run(even_odd_groups)):
+        assert value == [7.0, 7.0], rank
+    for rank, (total, extra) in enumerate(cluster8.run(split_by_colour)):
+        assert total == sum(r for r in range(8) if r % 2 == rank % 2)
+        assert extra is True if rank == 0 else extra == 7
+    assert cluster8.run(subgroups_and_split_group) == [8] * 8
+    assert all(cluster8.run(objects))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import meshcomm as dist
+from tests.conftest import get_cluster
 
 DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
           np.float16, np.float32, np.float64, np.complex64, np.complex128]
@@ -157,8 +158,14 @@ def test_non_contiguous_arrays_are_sent_and_received_in_place(cluster):
     assert all(cluster.run(non_contiguous))
 
 
-def test_receive_buffer_of_the_wrong_size_is_an_error_naming_both_sizes(cluster):
-    if cluster.size < 2:
-        pytest.skip("needs two ranks")
-    message = cluster.run(size_mismatch_is_an_error)[1]
+@pytest.mark.parametrize("size", [2, 3])
+def test_receive_buffer_of_the_wrong_size_is_an_error_naming_both_sizes(size):
+    message = get_cluster(size).run(size_mismatch_is_an_error)[1]
     assert "8 bytes" in message and "4 bytes" in message
+
+
+def test_eight_ranks_point_to_point(cluster8):
+    assert cluster8.run(exchange_every_dtype) == [len(DTYPES)] * 8
+    assert cluster8.run(any_source)[0] == list(range(1, 8))
+    assert all(cluster8.run(batch_ring))
+    assert all(cluster8.run(both_directions, 1 << 20, timeout=120))
