@@ -23,7 +23,8 @@ def free_port() -> int:
 
 
 def _serve(rank: int, size: int, port: int, inbox, outbox, env: dict) -> None:
-    os.environ.update(env)
+    # A list value gives each rank its own (e.g. MESHCOMM_HOST_ID to fake hosts).
+    os.environ.update({k: v[rank] if isinstance(v, list) else v for k, v in env.items()})
     import meshcomm as dist
 
     try:

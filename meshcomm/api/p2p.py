@@ -16,13 +16,18 @@ from meshcomm.transport.header import KIND_P2P, Key
 class P2PWork:
     """The Work of an isend/irecv: waiting on it drives the transport."""
 
-    def __init__(self, description: str, transport, handle, group, finish=None) -> None:
-        self.description = description
+    def __init__(self, what: str, peer: int | None, tag: int, transport, handle, group, finish=None) -> None:
+        self._what, self._peer, self._tag = what, peer, tag  # the description is built only when needed
         self._transport = transport
         self._handle = handle
         self._group = group
         self._finish = finish
         self._finished = False
+
+    @property
+    def description(self) -> str:
+        whom = "any rank" if self._peer is None else f"rank {self._peer}"
+        return f"{self._what} {whom} (tag {self._tag})"
 
     def wait(self, timeout: float | None = None) -> bool:
         try:
@@ -72,7 +77,7 @@ def isend(tensor, dst=None, group=None, tag=0, group_dst=None) -> P2PWork:
     tag = _check_tag(tag)
     transport = g.runtime.transport
     handle = transport.isend(g.global_rank(peer), _bytes(buf.flat), Key(KIND_P2P, g.group_id, tag, 0))
-    return P2PWork(f"isend to rank {g.global_rank(peer)} (tag {tag})", transport, handle, g)
+    return P2PWork("isend to", g.global_rank(peer), tag, transport, handle, g)
 
 
 def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> P2PWork:
@@ -85,8 +90,8 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> P2PWork:
     handle = transport.irecv(
         None if peer is None else g.global_rank(peer), _bytes(buf.flat), Key(KIND_P2P, g.group_id, tag, 0)
     )
-    whom = "any rank" if peer is None else f"rank {g.global_rank(peer)}"
-    return P2PWork(f"irecv from {whom} (tag {tag})", transport, handle, g, buf.finish)
+    source = None if peer is None else g.global_rank(peer)
+    return P2PWork("irecv from", source, tag, transport, handle, g, buf.finish if buf.writeback else None)
 
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:

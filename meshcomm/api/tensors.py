@@ -45,21 +45,33 @@ def as_buffer(obj: Any, name: str, writable: bool = False) -> Buffer:
     raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(obj).__name__}")
 
 
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    # numpy computes dtype.name in Python each time; it is on every call's path.
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        return _DTYPE_NAMES.setdefault(dtype, dtype.name)
+
+
 def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
-    logical = "bfloat16" if array.dtype.name == "bfloat16" else None  # ml_dtypes' bfloat16
+    dtype_name = _dtype_name(array.dtype)
+    logical = "bfloat16" if dtype_name == "bfloat16" else None  # ml_dtypes' bfloat16
     if array.dtype.kind not in "biufc" and logical is None:
         raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
     if writable and not array.flags.writeable:
         raise ValueError(f"{name} is read-only, but this operation writes its result into it")
     storage = array.view(np.uint16) if logical else array
     if storage.flags.c_contiguous:
-        return Buffer(storage.reshape(-1), array.dtype.name, logical, None)
+        return Buffer(storage.reshape(-1), dtype_name, logical, None)
     copy = np.ascontiguousarray(storage)
 
     def writeback() -> None:
         storage[...] = copy
 
-    return Buffer(copy.reshape(-1), array.dtype.name, logical, writeback if writable else None)
+    return Buffer(copy.reshape(-1), dtype_name, logical, writeback if writable else None)
 
 
 def _torch_buffer(tensor, name: str, writable: bool) -> Buffer:

@@ -9,7 +9,7 @@ from meshcomm import config
 from meshcomm.group.group import Group
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
-from meshcomm.transport.tcp import TcpTransport
+from meshcomm.transport.engine import Transport
 
 WORLD_NAME = "default_pg"
 
@@ -39,7 +39,7 @@ class Runtime:
         self.timeout = timeout
         self.backend = backend
         self.settings = config.settings()
-        self.transport = TcpTransport(
+        self.transport = Transport(
             rank,
             world_size,
             PrefixStore("meshcomm", store),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from meshcomm import config
 from meshcomm.rendezvous.auth import generate_token
@@ -21,6 +22,9 @@ class JobLayout:
     master_addr: str = "127.0.0.1"
     timeout: float | None = None
     host_id: str | None = None
+    # Names this launch's shared-memory segments, so the launcher can remove
+    # any a killed rank left behind.
+    job_id: str = field(default_factory=lambda: secrets.token_hex(6))
 
     def __post_init__(self) -> None:
         if self.nproc < 1:
@@ -87,6 +91,7 @@ def rank_variables(layout: JobLayout, local_rank: int) -> dict[str, str]:
         "MESHCOMM_MASTER_ADDR": layout.master_addr,
         "MESHCOMM_MASTER_PORT": str(layout.master_port),
         "MESHCOMM_TOKEN": layout.token,
+        "MESHCOMM_JOB_ID": layout.job_id,
         # Ranks' output goes through pipes; unbuffered keeps lines in order with stderr.
         "PYTHONUNBUFFERED": "1",
     }

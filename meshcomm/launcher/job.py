@@ -12,6 +12,7 @@ from meshcomm.launcher.env import JobLayout, child_environ, resolve_token
 from meshcomm.launcher.ports import free_port
 from meshcomm.launcher.process import RankSpec, Supervisor
 from meshcomm.launcher.report import describe
+from meshcomm.transport import shm
 
 
 def python_script_command(script: str, args: Sequence[str] = ()) -> list[str]:
@@ -131,6 +132,7 @@ def run_job(
         stderr=err,
     )
     result = supervisor.run()
+    shm.remove_segments(layout.job_id)
     for line in describe(result):
         print(line, file=err, flush=True)
     return result.exit_code

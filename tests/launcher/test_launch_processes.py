@@ -154,3 +154,27 @@ def test_launch_rejects_a_bare_string_command() -> None:
 def test_success_of_every_rank_exits_zero_and_reports_nothing() -> None:
     code, out, err = run_launch([sys.executable, "-c", "pass"], 3)
     assert (code, out, err) == (0, "", "")
+
+
+KILLED_HOLDING_A_SEGMENT = """
+    import os, signal, time
+    from meshcomm.transport import shm
+    if os.environ["RANK"] == "1":
+        path = os.path.join(shm.DIRECTORY, shm.segment_name(os.environ["MESHCOMM_JOB_ID"], 1)) + "-stale"
+        with open(path, "wb") as f:
+            f.write(b"x")
+        print(path, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(30)
+"""
+
+
+def test_segments_of_killed_ranks_are_removed_by_the_launcher(script: Callable[[str, str], str]) -> None:
+    # Ranks unlink their segments once mapped; one killed earlier leaves its
+    # segment behind, named after the job, and the launcher removes it.
+    code, out, _ = run_launch(python_script_command(script("stale.py", KILLED_HOLDING_A_SEGMENT), []), 2,
+                              prefix=False, grace=5)
+    paths = out.split()
+    assert code == 128 + signal.SIGKILL
+    assert len(paths) == 1 and paths[0].startswith("/dev/shm/meshcomm-")
+    assert not os.path.exists(paths[0])

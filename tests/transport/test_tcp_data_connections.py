@@ -18,7 +18,7 @@ from meshcomm.errors import AuthenticationError
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.file_store import FileStore
 from meshcomm.transport import header as wire
-from meshcomm.transport.tcp import TcpTransport
+from meshcomm.transport.engine import Transport
 
 TOKEN = b"the-job-token"
 KEY = wire.Key(wire.KIND_P2P, 0, 7, 0)
@@ -26,14 +26,14 @@ KEY = wire.Key(wire.KIND_P2P, 0, 7, 0)
 
 def _start_pair(store_path: Path, before_rank_0: threading.Event | None = None):
     """Rank 1 first (it listens for rank 0), rank 0 dials once `before_rank_0` is set."""
-    made: dict[int, TcpTransport] = {}
+    made: dict[int, Transport] = {}
     errors: list[BaseException] = []
 
     def start(rank: int) -> None:
         try:
             if rank == 0 and before_rank_0 is not None:
                 assert before_rank_0.wait(30)
-            made[rank] = TcpTransport(rank, 2, FileStore(store_path, timeout=30), TOKEN, 30.0, "127.0.0.1")
+            made[rank] = Transport(rank, 2, FileStore(store_path, timeout=30), TOKEN, 30.0, "127.0.0.1")
         except BaseException as exc:  # reported by the caller
             errors.append(exc)
 
@@ -54,7 +54,7 @@ def _rank_1_address(store_path: Path) -> tuple[str, int]:
     return host, int(port)
 
 
-def _exchange(transports: dict[int, TcpTransport]) -> np.ndarray:
+def _exchange(transports: dict[int, Transport]) -> np.ndarray:
     payload = np.arange(1000, dtype=np.int32)
     out = np.zeros_like(payload)
     recv = transports[1].irecv(0, memoryview(out).cast("B"), KEY)
@@ -70,8 +70,8 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cleanup() -> Iterator[list[TcpTransport]]:
-    made: list[TcpTransport] = []
+def cleanup() -> Iterator[list[Transport]]:
+    made: list[Transport] = []
     yield made
     for transport in made:
         transport.close()

@@ -1,4 +1,4 @@
-"""TCP transport: one authenticated connection per pair of ranks, progressed by its callers.
+"""The transport: TCP between hosts, shared memory within one, progressed by its callers.
 
 Every rank listens on an ephemeral port and publishes its address in the
 store. At start-up each rank connects to every higher rank (a pair has one
@@ -12,11 +12,18 @@ latency to the system calls themselves. Incoming data for which no receive
 is posted yet is read into a buffer of its own ("unexpected" messages), so a
 rank never stops reading and two ranks sending large messages to each other
 at once cannot deadlock.
+
+Peers on the same host (transport/local.py) exchange bytes through
+shared-memory rings instead; their TCP connection stays open only so that a
+peer's death (the kernel closes its sockets) is noticed. A rank with nothing
+to do polls the rings briefly, then sleeps on its futex doorbell in slices of
+`_POLL_SLICE`, checking the sockets between slices.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import selectors
 import socket
 import struct
@@ -32,13 +39,16 @@ from meshcomm.errors import (
     PeerLostError,
     RendezvousError,
 )
+from meshcomm import config
 from meshcomm.rendezvous import auth
 from meshcomm.transport import header as wire
 from meshcomm.transport.handle import Handle
+from meshcomm.transport.local import LocalPeers
 
 _RANK = struct.Struct("!I")
 _SOCKET_BUFFER = 4 << 20
 _POLL_SLICE = 0.05  # seconds one thread may block in select before rechecking deadlines
+_MIXED_SLICE = 0.0005  # select slices when both shared-memory and TCP peers may send
 _HANDSHAKE_TIMEOUT = 10.0
 
 
@@ -78,18 +88,20 @@ class _Inbound:
 
 
 class _Peer:
-    __slots__ = ("rank", "sock", "sendq", "inbound", "lost", "writing")
+    __slots__ = ("rank", "sock", "channel", "shm", "sendq", "inbound", "lost", "writing")
 
     def __init__(self, rank: int, sock: socket.socket) -> None:
         self.rank = rank
         self.sock = sock
+        self.channel = sock  # where payload bytes go: the socket, or a shared-memory channel
+        self.shm = False
         self.sendq: collections.deque = collections.deque()  # [handle, [memoryviews], index]
         self.inbound = _Inbound()
         self.lost: Exception | None = None
         self.writing = False
 
 
-class TcpTransport:
+class Transport:
     """Moves tagged byte buffers between the ranks of one job over TCP."""
 
     def __init__(self, rank: int, world_size: int, store, token: bytes, timeout: float, address: str) -> None:
@@ -115,12 +127,29 @@ class TcpTransport:
         self._accept_cv = threading.Condition()
         self._accept_thread = threading.Thread(target=self._accept_loop, name="meshcomm-accept", daemon=True)
         self._accept_thread.start()
+        self._local: LocalPeers | None = None
+        self._shm_peers: list[_Peer] = []
         try:
             store.set(f"transport/addr/{rank}", self.address)
             self._connect_all(store)
+            self._local = LocalPeers(rank, world_size, store, timeout)
+            for peer, channel in self._local.channels.items():
+                state = self._peers[peer]
+                state.channel, state.shm = channel, True
+                self._shm_peers.append(state)
+            self._tcp_data = any(not p.shm for p in self._peers.values())
+            self._spin = self._spin_seconds(len(self._local.ranks))
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def _spin_seconds(nlocal: int) -> float:
+        chosen = config.get_int("MESHCOMM_SPIN_US")
+        if chosen is not None:
+            return max(chosen, 0) / 1e6
+        # With more ranks than cores a spinning rank steals the core its peer needs.
+        return 50e-6 if nlocal <= (os.cpu_count() or 1) else 0.0
 
     def _connect_all(self, store) -> None:
         deadline = time.monotonic() + self.timeout
@@ -371,21 +400,43 @@ class TcpTransport:
             finally:
                 self._progress_lock.release()
         else:
-            # Someone else is in select(); make it notice the new send.
-            try:
-                self._wake_w.send(b"x")
-            except (BlockingIOError, OSError):
-                pass
+            self._wake_poller()
+
+    def _wake_poller(self) -> None:
+        """Make the thread blocked in select() or on the doorbell look again."""
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, OSError):
+            pass
+        if self._local is not None:
+            self._local.wake_self()
 
     def _poll(self, timeout: float) -> None:
         for state in self._peers.values():
             if state.sendq and state.lost is None:
                 self._write(state)
+        if self._shm_peers:
+            if self._shm_round():
+                timeout = 0.0
+            elif timeout > 0 and self._spin_until_ready():
+                self._shm_round()
+                timeout = 0.0
+            elif timeout > 0 and not self._tcp_data:
+                # Only shared-memory peers can bring work: sleep on the doorbell,
+                # then look at the sockets (for lost peers) without blocking.
+                self._local.sleep(timeout, self._shm_ready)
+                self._shm_round()
+                timeout = 0.0
+            elif timeout > 0:
+                # Both kinds of peer: the sockets cannot wake a futex sleeper, so
+                # wait in select in short slices and look at the rings between them.
+                timeout = min(timeout, _MIXED_SLICE)
         for state in self._peers.values():
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if state.sendq and state.lost is None else 0)
-            if state.lost is None and state.writing != bool(events & selectors.EVENT_WRITE):
+            wants_write = bool(state.sendq) and state.lost is None and not state.shm
+            if state.lost is None and state.writing != wants_write:
+                events = selectors.EVENT_READ | (selectors.EVENT_WRITE if wants_write else 0)
                 self._selector.modify(state.sock, events, state)
-                state.writing = bool(events & selectors.EVENT_WRITE)
+                state.writing = wants_write
         for selector_key, events in self._selector.select(timeout):
             state = selector_key.data
             if state is None:
@@ -395,25 +446,72 @@ class TcpTransport:
                 except (BlockingIOError, OSError):
                     pass
                 continue
+            if state.shm:
+                self._check_alive(state)
+                continue
             if events & selectors.EVENT_READ:
                 self._read(state)
             if events & selectors.EVENT_WRITE and state.lost is None:
                 self._write(state)
 
-    def _write(self, state: _Peer) -> None:
+    def _shm_round(self) -> bool:
+        """Move what the rings allow without blocking; True if any bytes moved."""
+        moved = False
+        for state in self._shm_peers:
+            if state.lost is None:
+                if state.sendq and self._write(state):
+                    moved = True
+                if self._read(state):
+                    moved = True
+        return moved
+
+    def _shm_ready(self) -> bool:
+        for state in self._shm_peers:
+            if state.lost is None and (
+                state.channel.readable() or (state.sendq and state.channel.writable())
+            ):
+                return True
+        return self._aborted is not None
+
+    def _spin_until_ready(self) -> bool:
+        if self._spin <= 0:
+            return False
+        end = time.perf_counter() + self._spin
+        while time.perf_counter() < end:
+            if self._shm_ready():
+                return True
+        return False
+
+    def _check_alive(self, state: _Peer) -> None:
+        """A shared-memory peer's socket carries no data: readable means it closed."""
+        try:
+            data = state.sock.recv(1)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._read(state)  # keep what it wrote before it went
+            self._lose(state, exc)
+            return
+        self._read(state)
+        self._lose(state, None if not data else OSError("unexpected bytes on a shared-memory peer's socket"))
+
+    def _write(self, state: _Peer) -> bool:
+        """Send what the channel takes now; True if any bytes went."""
+        moved = False
         while state.sendq:
             with self._lock:
                 if not state.sendq:
-                    return
+                    return moved
                 entry = state.sendq[0]
             handle, views, index = entry
             try:
-                sent = state.sock.sendmsg(views[index:])
+                sent = state.channel.sendmsg(views[index:])
             except (BlockingIOError, InterruptedError):
-                return
+                return moved
             except OSError as exc:
                 self._lose(state, exc)
-                return
+                return moved
+            moved = moved or sent > 0
             while sent and index < len(views):
                 if sent >= views[index].nbytes:
                     sent -= views[index].nbytes
@@ -423,27 +521,31 @@ class TcpTransport:
                     sent = 0
             entry[2] = index
             if index < len(views):
-                return
+                return moved
             with self._lock:
                 state.sendq.popleft()
             handle.complete()
+        return moved
 
-    def _read(self, state: _Peer) -> None:
+    def _read(self, state: _Peer) -> bool:
+        """Take in what the channel holds now; True if any bytes came."""
         inbound = state.inbound
+        moved = False
         while state.lost is None:
             try:
                 if inbound.target is None:
-                    got = state.sock.recv_into(memoryview(inbound.header_buf)[inbound.header_got :])
+                    got = state.channel.recv_into(memoryview(inbound.header_buf)[inbound.header_got :])
                 else:
-                    got = state.sock.recv_into(inbound.target[inbound.target_got :])
+                    got = state.channel.recv_into(inbound.target[inbound.target_got :])
             except (BlockingIOError, InterruptedError):
-                return
+                return moved
             except OSError as exc:
                 self._lose(state, exc)
-                return
+                return moved
             if got == 0:
                 self._lose(state, None)
-                return
+                return moved
+            moved = True
             if inbound.target is None:
                 inbound.header_got += got
                 if inbound.header_got == wire.HEADER_BYTES:
@@ -452,7 +554,7 @@ class TcpTransport:
                         head = wire.unpack(inbound.header_buf)
                     except ValueError as exc:
                         self._lose(state, exc)
-                        return
+                        return moved
                     self._begin_payload(state, head)
             else:
                 inbound.target_got += got
@@ -540,10 +642,7 @@ class TcpTransport:
             for state in self._peers.values():
                 for entry in state.sendq:
                     entry[0].fail(error)
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
+        self._wake_poller()
 
     def close(self) -> None:
         if self._closed:
@@ -571,6 +670,8 @@ class TcpTransport:
             self._selector.close()
             self._wake_r.close()
             self._wake_w.close()
+            if self._local is not None:
+                self._local.close()
         with self._accept_cv:
             for sock in self._accepted.values():
                 if sock.fileno() != -1 and all(p.sock is not sock for p in self._peers.values()):

@@ -1,0 +1,110 @@
+"""Which peers share this host, and the shared-memory channels to them.
+
+Host identity is the hostname plus the kernel's boot id (two containers with
+the same hostname on different machines differ), overridable with
+MESHCOMM_HOST_ID so tests can fake several hosts on one machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from meshcomm import config
+from meshcomm.transport import shm
+
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_MAX_RING = 4 << 20
+_MIN_RING = 64 << 10
+_RING_BUDGET = 64 << 20  # inbox bytes per rank (tmpfs pages are only used once touched)
+
+
+def host_id() -> str:
+    override = config.get("MESHCOMM_HOST_ID")
+    if override:
+        return override
+    try:
+        with open(_BOOT_ID) as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def shm_wanted() -> bool:
+    choice = config.get("MESHCOMM_TRANSPORT").lower()
+    if choice not in ("auto", "tcp"):
+        raise ValueError(f"MESHCOMM_TRANSPORT must be 'auto' or 'tcp', got {choice!r}")
+    return choice == "auto" and shm.available()
+
+
+def ring_bytes(nlocal: int) -> int:
+    chosen = config.get_int("MESHCOMM_SHM_RING_BYTES")
+    if chosen is not None:
+        if chosen < 4096:
+            raise ValueError(f"MESHCOMM_SHM_RING_BYTES must be >= 4096, got {chosen}")
+        return chosen
+    per_peer = _RING_BUDGET // max(nlocal - 1, 1)
+    return max(_MIN_RING, min(_MAX_RING, per_peer)) // 4096 * 4096
+
+
+class LocalPeers:
+    """Finds the ranks of this host through the store and maps their inboxes.
+
+    Every rank calls it (it reads every rank's host key). `channels` maps each
+    local peer's global rank to its ShmChannel; empty when shared memory is off
+    or this rank is alone on its host.
+    """
+
+    def __init__(self, rank: int, world_size: int, store, timeout: float) -> None:
+        wanted = shm_wanted()
+        store.set(f"host/{rank}", f"{'shm' if wanted else 'tcp'}|{host_id()}")
+        mine = store.get(f"host/{rank}")
+        hosts = {r: mine if r == rank else store.get(f"host/{r}", timeout=timeout) for r in range(world_size)}
+        # A rank that cannot use shared memory keeps its whole host on TCP: both
+        # ends of a channel must agree on it.
+        self.ranks = sorted(r for r, h in hosts.items() if h.split(b"|", 1)[1] == mine.split(b"|", 1)[1])
+        self.enabled = len(self.ranks) > 1 and all(hosts[r].startswith(b"shm|") for r in self.ranks)
+        self.channels: dict[int, shm.ShmChannel] = {}
+        self.segment: shm.Segment | None = None
+        self._peer_segments: list[shm.Segment] = []
+        if self.enabled:
+            self._map(rank, store, timeout)
+
+    def _map(self, rank: int, store, timeout: float) -> None:
+        slot = self.ranks.index(rank)
+        size = ring_bytes(len(self.ranks))
+        job = config.get("MESHCOMM_JOB_ID") or f"p{os.getpid()}"
+        name = f"{shm.segment_name(job, rank)}-{os.urandom(4).hex()}"
+        self.segment = shm.Segment(name, len(self.ranks), size, create=True)
+        try:
+            store.set(f"shm/name/{rank}", name)
+            for peer in self.ranks:
+                if peer == rank:
+                    continue
+                peer_name = store.get(f"shm/name/{peer}", timeout=timeout).decode()
+                theirs = shm.Segment(peer_name, len(self.ranks), size, create=False)
+                self._peer_segments.append(theirs)
+                self.channels[peer] = shm.ShmChannel(self.segment, theirs, slot, self.ranks.index(peer))
+            store.set(f"shm/attached/{rank}", b"1")
+            store.wait([f"shm/attached/{peer}" for peer in self.ranks], timeout=timeout)
+        finally:
+            # Once every peer has it mapped (or start-up failed), the name can go:
+            # the memory lives until the last process unmaps it, crash or not.
+            self.segment.unlink()
+
+    def sleep(self, timeout: float, ready) -> None:
+        self.segment.sleep(timeout, ready)
+
+    def wake_self(self) -> None:
+        if self.segment is not None:
+            self.segment.ring_doorbell()
+
+    def close(self) -> None:
+        self.channels.clear()
+        for segment in self._peer_segments:
+            segment.close()
+        self._peer_segments.clear()
+        if self.segment is not None:
+            self.segment.close()
+            self.segment = None

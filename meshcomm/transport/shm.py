@@ -1,0 +1,198 @@
+"""Shared-memory channels between the ranks of one host.
+
+Every rank owns one segment, its inbox: a doorbell word, then one ring per
+local peer that only that peer writes into. A ring is a single-producer
+single-consumer byte stream (monotonic `tail` written by the producer, `head`
+by the consumer, on separate cache lines), so no locks are needed: x86-64
+keeps stores in program order, which makes "copy the bytes, then publish the
+new tail" safe from Python. On other architectures the transport uses TCP.
+
+A channel looks like a non-blocking socket to the transport (`sendmsg`,
+`recv_into`, BlockingIOError when it would block), so the TCP engine's
+framing and matching serve both. After moving bytes a channel rings the
+other side's doorbell; a rank that found nothing to do sleeps on its own
+doorbell with a futex, announced through a `sleeping` word so that busy
+peers skip the wake system call.
+
+Segments are unlinked from /dev/shm as soon as every local peer has mapped
+them, so nothing is left behind after a normal exit, a crash or a kill.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import platform
+
+from meshcomm.transport import futex
+
+DIRECTORY = "/dev/shm"
+_PAGE = 4096
+_DOORBELL_WORDS = 32  # u32 words: [0] = sequence (the futex word), [16] = sleeping, on another cache line
+_SEQ, _SLEEPING = 0, 16
+_TAIL, _HEAD = 0, 8  # u64 indices in a ring's control page, a cache line apart
+
+
+def available() -> bool:
+    """Shared memory needs /dev/shm, futexes and x86-64's store ordering."""
+    return platform.machine() == "x86_64" and futex.available() and os.path.isdir(DIRECTORY)
+
+
+def segment_name(job: str, rank: int) -> str:
+    return f"meshcomm-{job}-{rank}"
+
+
+def remove_segments(job: str) -> list[str]:
+    """Unlink segments of `job` still in /dev/shm (ranks killed during start-up); returns their names."""
+    prefix = segment_name(job, 0).rsplit("-", 1)[0] + "-"
+    try:
+        names = [n for n in os.listdir(DIRECTORY) if n.startswith(prefix)]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            os.unlink(os.path.join(DIRECTORY, name))
+        except OSError:
+            pass
+    return names
+
+
+def segment_bytes(npeers: int, ring_bytes: int) -> int:
+    return _PAGE + npeers * (_PAGE + ring_bytes)
+
+
+class Segment:
+    """One rank's inbox, created by its owner or mapped by a peer."""
+
+    def __init__(self, name: str, npeers: int, ring_bytes: int, create: bool) -> None:
+        self.name = name
+        self.path = os.path.join(DIRECTORY, name)
+        self.ring_bytes = ring_bytes
+        size = segment_bytes(npeers, ring_bytes)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(self.path, flags, 0o600)  # 0o600: only the job's user may map it
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            elif os.fstat(fd).st_size != size:
+                raise OSError(f"shared segment {self.path} has {os.fstat(fd).st_size} bytes, expected {size}")
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self._view = memoryview(self._map)
+        self.doorbell = self._view[: _DOORBELL_WORDS * 4].cast("I")
+        self._anchor = ctypes.c_uint32.from_buffer(self._map)  # keeps the word's address valid
+        self.doorbell_address = ctypes.addressof(self._anchor)
+        self._rings: list[tuple[memoryview, memoryview]] = []
+        for slot in range(npeers):
+            start = _PAGE + slot * (_PAGE + ring_bytes)
+            control = self._view[start : start + 128].cast("Q")
+            data = self._view[start + _PAGE : start + _PAGE + ring_bytes]
+            self._rings.append((control, data))
+
+    def ring(self, slot: int) -> tuple[memoryview, memoryview]:
+        return self._rings[slot]
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def ring_doorbell(self) -> None:
+        """Tell the owner something changed; wake it if it sleeps."""
+        words = self.doorbell
+        words[_SEQ] = (words[_SEQ] + 1) & 0xFFFFFFFF
+        if words[_SLEEPING]:
+            futex.wake(self.doorbell_address)
+
+    def sleep(self, timeout: float, ready) -> None:
+        """Owner side: block until the doorbell rings (or `timeout`), unless `ready()` already holds."""
+        words = self.doorbell
+        seen = words[_SEQ]
+        if ready():
+            return
+        words[_SLEEPING] = 1
+        try:
+            # Checked again after announcing the sleep: a peer that moved data
+            # before seeing the flag has changed the sequence, so the wait returns.
+            if not ready():
+                futex.wait(self.doorbell_address, seen, timeout)
+        finally:
+            words[_SLEEPING] = 0
+
+    def close(self) -> None:
+        views = [self.doorbell, self._view] + [v for pair in self._rings for v in pair]
+        self._rings = []
+        for view in views:
+            view.release()
+        del self._anchor
+        try:
+            self._map.close()
+        except BufferError:
+            pass  # a view is still exported somewhere; the mapping goes with the process
+
+
+class ShmChannel:
+    """The byte stream to one local peer (through its inbox) and from it (through ours)."""
+
+    def __init__(self, mine: Segment, theirs: Segment, my_slot: int, their_slot: int) -> None:
+        self._mine = mine
+        self._theirs = theirs
+        self._out_control, self._out = theirs.ring(my_slot)
+        self._in_control, self._in = mine.ring(their_slot)
+        self._size = mine.ring_bytes
+
+    def readable(self) -> bool:
+        control = self._in_control
+        return control[_TAIL] != control[_HEAD]
+
+    def writable(self) -> bool:
+        control = self._out_control
+        return control[_TAIL] - control[_HEAD] < self._size
+
+    def sendmsg(self, views: list[memoryview]) -> int:
+        control, ring, size = self._out_control, self._out, self._size
+        tail = control[_TAIL]
+        free = size - (tail - control[_HEAD])
+        if free == 0:
+            raise BlockingIOError
+        written = 0
+        for view in views:
+            n = min(view.nbytes, free - written)
+            _copy_in(ring, (tail + written) % size, view[:n] if n < view.nbytes else view)
+            written += n
+            if written == free:
+                break
+        control[_TAIL] = tail + written  # published after the bytes (x86-64 store order)
+        self._theirs.ring_doorbell()
+        return written
+
+    def recv_into(self, target: memoryview) -> int:
+        control, ring, size = self._in_control, self._in, self._size
+        head = control[_HEAD]
+        avail = control[_TAIL] - head
+        if avail == 0:
+            raise BlockingIOError
+        n = min(avail, target.nbytes)
+        _copy_out(ring, head % size, target[:n] if n < target.nbytes else target)
+        control[_HEAD] = head + n
+        words = self._theirs.doorbell
+        if words[_SLEEPING]:  # the producer may be waiting for room
+            self._theirs.ring_doorbell()
+        return n
+
+
+def _copy_in(ring: memoryview, at: int, src: memoryview) -> None:
+    first = min(src.nbytes, ring.nbytes - at)
+    ring[at : at + first] = src[:first]
+    if first < src.nbytes:
+        ring[: src.nbytes - first] = src[first:]
+
+
+def _copy_out(ring: memoryview, at: int, dst: memoryview) -> None:
+    first = min(dst.nbytes, ring.nbytes - at)
+    dst[:first] = ring[at : at + first]
+    if first < dst.nbytes:
+        dst[first:] = ring[: dst.nbytes - first]

@@ -1,0 +1,74 @@
+"""A rank killed with SIGKILL: its peers raise PeerLostError naming it, well before any timeout.
+
+Two plain processes (no launcher, which would stop the survivor itself) meet
+through rank 0's store; rank 1 kills itself while rank 0 waits on it. The
+deadline is 120 s, so a PeerLostError (not a CommTimeoutError) shows the loss
+was noticed from the connection, not from the clock.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.cluster import free_port
+
+SURVIVOR_AND_VICTIM = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import numpy as np
+    import meshcomm as dist
+
+    mode = sys.argv[1]
+    dist.init_process_group(timeout=120)
+    rank = dist.get_rank()
+    dist.barrier()
+    if rank == 1:
+        if mode == "mid_all_reduce":
+            # Send part of a large all_reduce, then die holding the rest.
+            dist.isend(np.ones(4 << 20, np.float32), dst=0, tag=5)
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        if mode == "recv":
+            dist.recv(np.zeros(4), src=1)
+        else:
+            dist.all_reduce(np.ones(4 << 20, np.float32))
+        print("no error")
+    except dist.PeerLostError as exc:
+        print(f"PeerLostError peer={exc.peer} after {time.monotonic() - start:.2f} s: {exc}")
+    except dist.MeshcommError as exc:
+        print(f"{type(exc).__name__}: {exc}")
+    """
+)
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+@pytest.mark.parametrize("mode", ["recv", "mid_all_reduce"])
+def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SURVIVOR_AND_VICTIM)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
+    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
+                MESHCOMM_TOKEN="death-test", MESHCOMM_TRANSPORT=transport)
+    procs = [
+        subprocess.Popen([sys.executable, str(script), mode], env={**base, "RANK": str(rank)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in (0, 1)
+    ]
+    try:
+        out, err = procs[0].communicate(timeout=90)
+        procs[1].wait(timeout=30)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    assert procs[1].returncode == -9
+    assert out.startswith("PeerLostError peer=1 "), out + err
+    print(out)

@@ -1,0 +1,109 @@
+"""Shared memory within a host, TCP between hosts, chosen per peer; both carry every operation.
+
+Each configuration is a cluster of real processes: shared memory with the
+default rings, shared memory with 4 KiB rings (every large message streams
+through a ring many times over, wrapping around), TCP only, and two fake hosts
+(MESHCOMM_HOST_ID) so that one job mixes both transports.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import meshcomm as dist
+from meshcomm.transport import shm
+from tests.api import test_collectives as coll
+from tests.api import test_p2p as p2p
+from tests.cluster import Cluster
+
+CONFIGS = {
+    "shm": (3, {}),
+    "shm-tiny-rings": (3, {"MESHCOMM_SHM_RING_BYTES": "4096"}),
+    "tcp": (3, {"MESHCOMM_TRANSPORT": "tcp"}),
+    "two-hosts": (4, {"MESHCOMM_HOST_ID": ["host-a", "host-a", "host-b", "host-b"]}),
+}
+
+
+def shm_peers() -> list[int]:
+    from meshcomm.api.state import runtime
+
+    return sorted(state.rank for state in runtime().transport._shm_peers)
+
+
+def expected_shm_peers(name: str, rank: int, size: int) -> list[int]:
+    if name == "tcp" or not shm.available():
+        return []
+    if name == "two-hosts":
+        return [r for r in range(size) if r // 2 == rank // 2 and r != rank]
+    return [r for r in range(size) if r != rank]
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def configured(request):
+    size, env = CONFIGS[request.param]
+    cluster = Cluster(size, env=env)
+    yield request.param, cluster
+    cluster.close()
+
+
+def test_each_peer_gets_the_transport_its_host_calls_for(configured) -> None:
+    name, cluster = configured
+    got = cluster.run(shm_peers)
+    assert got == [expected_shm_peers(name, r, cluster.size) for r in range(cluster.size)]
+
+
+def test_no_segment_stays_in_dev_shm_while_the_job_runs(configured) -> None:
+    _, cluster = configured
+    # Segments are unlinked once every local peer has mapped them.
+    pids = {str(p.pid) for p in cluster.procs}
+    leftovers = [n for n in os.listdir(shm.DIRECTORY) if n.startswith("meshcomm-") and any(p in n for p in pids)]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 4095, 4096, 4097, 3 << 20])
+def test_point_to_point_both_directions(configured, nbytes) -> None:
+    _, cluster = configured
+    assert all(cluster.run(p2p.both_directions, nbytes))
+
+
+def test_every_dtype_any_source_and_batches(configured) -> None:
+    _, cluster = configured
+    assert cluster.run(p2p.exchange_every_dtype) == [len(p2p.DTYPES)] * cluster.size
+    assert cluster.run(p2p.any_source)[0] == list(range(1, cluster.size))
+    assert all(cluster.run(p2p.batch_ring))
+
+
+@pytest.mark.parametrize("count", [1, 1000, 600_000])
+def test_collectives_small_and_large(configured, count) -> None:
+    _, cluster = configured
+    assert all(cluster.run(coll.all_reduce_case, "sum", np.float64, count))
+    assert all(cluster.run(coll.broadcast_case, cluster.size - 1, count))
+    assert all(cluster.run(coll.all_gather_cases, count))
+    assert all(cluster.run(coll.reduce_scatter_cases, count))
+    assert all(cluster.run(coll.all_to_all_cases))
+    assert all(cluster.run(coll.gather_scatter_cases, 0))
+
+
+def many_concurrent_groups() -> bool:
+    """Async collectives on the world and on pairs at once, large enough to fill rings."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    # Every rank creates every pair group, in the same order (torch's rule).
+    pairs = [dist.new_group(list(range(start, min(start + 2, size)))) for start in range(0, size, 2)]
+    pair = pairs[rank // 2] if size > 1 else None
+    a = np.full(300_000, rank, np.float32)
+    b = np.full(300_000, 1, np.float32)
+    works = [dist.all_reduce(a, async_op=True)]
+    if pair is not None:
+        works.append(dist.all_reduce(b, group=pair, async_op=True))
+    for work in works:
+        work.wait()
+    partners = [r for r in range(size) if r // 2 == rank // 2]
+    return bool((a == sum(range(size))).all() and (b == len(partners)).all())
+
+
+def test_concurrent_groups_share_the_rings(configured) -> None:
+    _, cluster = configured
+    assert all(cluster.run(many_concurrent_groups))
