@@ -21,7 +21,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_HOST_ID": ("", "overrides the host identity (hostname + boot id); tests fake hosts with it"),
     "MESHCOMM_TRANSPORT": ("auto", "'auto' = shared memory between ranks of one host, TCP between hosts; 'tcp' = TCP only"),
     "MESHCOMM_SHM_RING_BYTES": ("", "bytes of each shared-memory ring (default: 4 MiB, less when a host has over 16 ranks)"),
-    "MESHCOMM_SPIN_US": ("", "microseconds a waiting rank polls before sleeping (default 50, 0 when ranks outnumber cores)"),
+    "MESHCOMM_SPIN_US": ("", "microseconds a waiting rank polls before sleeping on its futex (default 50; 10 when ranks outnumber cores)"),
     "MESHCOMM_JOB_ID": ("", "names the job's shared-memory segments (set by `meshcomm run`, which removes leftovers)"),
     "MESHCOMM_IFNAME_ADDR": ("", "address this rank advertises to peers for data connections"),
     "MESHCOMM_ALGO": ("", "algorithm override: 'ring' or 'all_reduce:ring;broadcast:binomial'"),

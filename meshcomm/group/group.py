@@ -67,6 +67,8 @@ class Group:
         timeout: float | None = None,
     ) -> Work | None:
         """Run (or queue) one collective described by `problem` on this rank's buffers."""
+        if algorithm is None:
+            algorithm = self.runtime.algorithm_for(problem, buffers)
         schedule = _schedule(problem, self.rank, algorithm)
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         settings = self.runtime.settings

@@ -6,6 +6,8 @@ import socket
 import threading
 
 from meshcomm import config
+from meshcomm.algorithms import ALGORITHMS, DEFAULT
+from meshcomm.algorithms.choice import choose, parse_override
 from meshcomm.group.group import Group
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
@@ -39,6 +41,7 @@ class Runtime:
         self.timeout = timeout
         self.backend = backend
         self.settings = config.settings()
+        self.algorithm_override = parse_override(config.get("MESHCOMM_ALGO"), ALGORITHMS)
         self.transport = Transport(
             rank,
             world_size,
@@ -51,6 +54,16 @@ class Runtime:
         self.groups: dict[int, Group] = {0: self.world}
         self._next_group_id = 1
         self._lock = threading.Lock()
+
+    def algorithm_for(self, problem, buffers: dict) -> str:
+        """The user's MESHCOMM_ALGO choice for this collective, else the rule in algorithms/choice.py."""
+        named = self.algorithm_override.get(problem.collective)
+        if named is not None:
+            return named
+        sample = buffers.get("input")
+        if sample is None:
+            sample = buffers.get("output")
+        return choose(problem, sample.itemsize if sample is not None else 1, DEFAULT)
 
     def new_group(self, ranks: tuple[int, ...], timeout: float | None, name: str | None) -> Group:
         """Every rank calls this in the same order (torch's rule), so ids agree without talking."""
