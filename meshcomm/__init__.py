@@ -53,7 +53,7 @@ from meshcomm.api.objects import (
     scatter_object_list,
     send_object_list,
 )
-from meshcomm.api.ops import ReduceOp, _make_nccl_premul_sum
+from meshcomm.api.ops import ReduceOp, _make_nccl_premul_sum  # noqa: F401 (torch.distributed has it too)
 from meshcomm.api.p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
 from meshcomm.api.state import GroupMember
 from meshcomm.errors import (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from meshcomm.api.state import group_peer, resolve_group
 from meshcomm.api.tensors import as_buffer
 from meshcomm.errors import CommTimeoutError
+from meshcomm.transport.buffers import byte_view as _bytes
 from meshcomm.transport.header import KIND_P2P, Key
 
 
@@ -129,9 +130,3 @@ def batch_isend_irecv(p2p_op_list) -> list[P2PWork]:
         else:
             works.append(irecv(p.tensor, p.peer, p.group, p.tag, p.group_peer))
     return works
-
-
-def _bytes(flat) -> memoryview:
-    import numpy as np
-
-    return memoryview(flat.view(np.uint8)) if flat.size else memoryview(bytearray(0))

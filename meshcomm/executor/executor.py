@@ -17,6 +17,7 @@ from meshcomm.algorithms.schedule import Copy, Recv, RecvReduce, Reduce, Schedul
 from meshcomm.errors import CollectiveMismatchError, CommTimeoutError, MessageSizeError
 from meshcomm.executor import fingerprint as fp
 from meshcomm.executor.reduce_ops import Combine
+from meshcomm.transport.buffers import byte_view as _bytes
 from meshcomm.transport.header import KIND_COLLECTIVE, Key
 
 
@@ -68,10 +69,6 @@ def _dtype(buffers: dict) -> np.dtype:
 def _view(buffers: dict, where: Slice) -> np.ndarray:
     array = buffers[where.buf]
     return array[where.offset : where.end]
-
-
-def _bytes(array: np.ndarray) -> memoryview:
-    return memoryview(array.view(np.uint8)) if array.size else memoryview(bytearray(0))
 
 
 def _pieces(count: int, itemsize: int, chunk_bytes: int) -> list[tuple[int, int]]:

@@ -144,7 +144,7 @@ def bfloat16_via_ml_dtypes_or_storage() -> bool:
 
 
 def scan_cases() -> bool:
-    rank, size = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     x = np.full(4, rank + 1, np.int64)
     dist.scan(x)
     ok = np.array_equal(x, np.full(4, (rank + 1) * (rank + 2) // 2))

@@ -116,7 +116,7 @@ def non_contiguous() -> bool:
 
 
 def size_mismatch_is_an_error() -> str:
-    rank, size = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     if rank == 0:
         dist.send(np.zeros(8, dtype=np.uint8), 1, tag=77)
         return ""
