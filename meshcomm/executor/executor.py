@@ -8,6 +8,7 @@ per-pair ordering keeps the pieces in order.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ def run(call: Call, transport) -> None:
     buffers = dict(call.buffers)
     dtype = _dtype(buffers)
     if "scratch" not in buffers:
-        buffers["scratch"] = np.empty(schedule.scratch, dtype=dtype)
+        buffers["scratch"] = _reusable(dtype, schedule.scratch, "scratch")
     for name in ("input", "output"):
         buffers.setdefault(name, np.empty(0, dtype=dtype))
     deadline = time.monotonic() + call.timeout
@@ -71,6 +72,20 @@ def _view(buffers: dict, where: Slice) -> np.ndarray:
     return array[where.offset : where.end]
 
 
+_pool = threading.local()
+
+
+def _reusable(dtype: np.dtype, count: int, role: str) -> np.ndarray:
+    """A work array kept per thread and role: a fresh 64 MiB array costs more in
+    page faults than the copy it serves. Nothing outlives one step's use of it."""
+    arrays = _pool.__dict__.setdefault("arrays", {})
+    nbytes = count * dtype.itemsize
+    held = arrays.get(role)
+    if held is None or held.nbytes < nbytes:
+        held = arrays[role] = np.empty(max(nbytes, 64), dtype=np.uint8)
+    return held[:nbytes].view(dtype)
+
+
 def _pieces(count: int, itemsize: int, chunk_bytes: int) -> list[tuple[int, int]]:
     per_piece = max(chunk_bytes // max(itemsize, 1), 1)
     if count <= per_piece:
@@ -88,7 +103,7 @@ def _run_step(call: Call, transport, buffers: dict, index: int, step: tuple, dea
     key = Key(KIND_COLLECTIVE, call.group_id, call.seq, index)
     handles = []
     reductions = []  # (handle, destination piece, received piece)
-    for op in step:
+    for number, op in enumerate(step):
         if isinstance(op, Send):
             data = _view(buffers, op.src)
             for lo, hi in _pieces(data.size, data.itemsize, call.chunk_bytes):
@@ -99,7 +114,7 @@ def _run_step(call: Call, transport, buffers: dict, index: int, step: tuple, dea
                 handles.append(transport.irecv(call.peers[op.peer], _bytes(dst[lo:hi]), key, call.fingerprint))
         elif isinstance(op, RecvReduce):
             dst = _view(buffers, op.dst)
-            incoming = np.empty_like(dst)
+            incoming = _reusable(dst.dtype, dst.size, f"incoming {number}")
             for lo, hi in _pieces(dst.size, dst.itemsize, call.chunk_bytes):
                 handle = transport.irecv(call.peers[op.peer], _bytes(incoming[lo:hi]), key, call.fingerprint)
                 handles.append(handle)
