@@ -16,24 +16,27 @@ SMALL_BYTES = 64 << 10
 _FEWEST_STEPS = {"all_reduce": "recursive_doubling"}
 
 
-def parse_override(text: str, known: dict[str, dict]) -> dict[str, str]:
-    """MESHCOMM_ALGO: 'ring' (every collective that has it) or 'all_reduce:ring;broadcast:chain'."""
+def parse_override(text: str, known: dict[str, dict], source: str = "MESHCOMM_ALGO",
+                   scope: list[str] | None = None) -> dict[str, str]:
+    """'ring' (every collective in `scope`, default all, that has it) or 'all_reduce:ring;broadcast:chain'
+    (',' separates too). Errors name `source`, the setting or option the text came from."""
+    scope = list(known) if scope is None else scope
     chosen: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
+    for part in filter(None, (p.strip() for p in text.replace(",", ";").split(";"))):
         if ":" in part:
             collective, name = (x.strip() for x in part.split(":", 1))
             if collective not in known:
-                raise ValueError(f"MESHCOMM_ALGO names unknown collective {collective!r} in {text!r}")
+                raise ValueError(f"{source} names unknown collective {collective!r}; known: {', '.join(known)}")
             if name not in known[collective]:
-                raise ValueError(f"MESHCOMM_ALGO: {collective} has no algorithm {name!r}; "
+                raise ValueError(f"{source}: {collective} has no algorithm {name!r}; "
                                  f"choose one of: {', '.join(known[collective])}")
             chosen[collective] = name
-        else:
-            matching = [c for c, names in known.items() if part in names]
-            if not matching:
-                raise ValueError(f"MESHCOMM_ALGO: no collective has an algorithm named {part!r}")
-            for collective in matching:
-                chosen.setdefault(collective, part)
+            continue
+        matching = [c for c in scope if part in known.get(c, {})]
+        if not matching:
+            raise ValueError(f"{source} {part!r}: none of {', '.join(scope)} has an algorithm of that name")
+        for collective in matching:
+            chosen.setdefault(collective, part)
     return chosen
 
 

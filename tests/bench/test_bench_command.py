@@ -1,0 +1,143 @@
+"""`meshcomm bench` for real: ranks started, rows checked, JSON written; gloo and MPICH beside it where installed.
+
+Every run is a subprocess with a deadline; on timeout it gets SIGTERM (the
+launcher forwards it to its ranks and reaps them, mpiexec stops its own),
+then SIGKILL, and is always reaped. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FIELDS = {"lib", "coll", "ranks", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "dtype", "op", "algo", "wrong"}
+
+
+def bench(*args: str, timeout: float = 90) -> tuple[int, str, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", "--timeout", "60", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        pytest.fail(f"meshcomm bench {' '.join(args)} did not finish in {timeout} s:\n{out}\n{err}")
+    return proc.returncode, out, err
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_checked_run_writes_a_correct_json_line_per_row(tmp_path: Path) -> None:
+    out_file = tmp_path / "rows.jsonl"
+    code, out, err = bench("-n", "2", "--colls", "all_reduce,all_gather", "--sizes", "8:4K", "--check",
+                           "--json", str(out_file))
+    assert code == 0, out + err
+    rows = lines_of(out_file)
+    sizes = [8 << i for i in range(10)]
+    assert [(r["coll"], r["bytes"]) for r in rows] == [("all_reduce", s) for s in sizes] + [
+        ("all_gather", s) for s in sizes]
+    for r in rows:
+        assert FIELDS <= set(r)
+        assert r["lib"] == "meshcomm" and r["ranks"] == 2 and r["dtype"] == "float32"
+        assert r["wrong"] == 0, r
+        assert r["time_us"] > 0 and r["busbw_GBps"] >= 0
+    assert [r["op"] for r in rows[:1] + rows[-1:]] == ["sum", "none"]
+    table = [line for line in out.splitlines() if line and not line.startswith("#")]
+    assert len(table) == 20 and all(line.split()[-1] == "0" for line in table)
+    assert out.count("# Avg bus bandwidth") == 2
+
+
+def test_algorithm_dtype_and_rooted_collectives_reach_the_ranks(tmp_path: Path) -> None:
+    out_file = tmp_path / "rows.jsonl"
+    code, out, err = bench("-n", "3", "--colls", "all_reduce,broadcast,reduce_scatter,gather", "--sizes", "96,4K",
+                           "--dtype", "int32", "--op", "max", "--root", "2", "--algo", "ring", "--iters", "3",
+                           "--warmup", "1", "--check", "--json", str(out_file))
+    assert code == 0, out + err
+    rows = {(r["coll"], r["bytes"]): r for r in lines_of(out_file)}
+    assert rows[("all_reduce", 96)]["algo"] == "ring" and rows[("broadcast", 96)]["algo"] is None
+    assert rows[("broadcast", 4096)]["root"] == 2 and rows[("all_reduce", 4096)]["root"] == -1
+    assert rows[("reduce_scatter", 96)]["op"] == "max" and rows[("gather", 96)]["op"] == "none"
+    assert all(r["wrong"] == 0 and r["iters"] == 3 and r["dtype"] == "int32" for r in rows.values())
+
+
+def _compare(lib: str, tmp_path: Path) -> list[dict]:
+    out_file = tmp_path / "rows.jsonl"
+    code, out, err = bench("-n", "2", "--colls", "all_reduce", "--sizes", "8:1K", "--iters", "20", "--check",
+                           "--compare", lib, "--json", str(out_file), timeout=150)
+    assert code == 0, out + err
+    assert f"meshcomm/{lib}" in out
+    return lines_of(out_file)
+
+
+def test_compare_with_gloo(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    rows = _compare("gloo", tmp_path)
+    assert {r["lib"] for r in rows} == {"meshcomm", "gloo"}
+    assert all(r["wrong"] == 0 for r in rows) and len(rows) == 2 * 8
+
+
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec is not installed (apt-get install -y mpich)")
+def test_compare_with_mpich(tmp_path: Path) -> None:
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install --no-binary mpi4py mpi4py)")
+    rows = _compare("mpich", tmp_path)
+    assert {r["lib"] for r in rows} == {"meshcomm", "mpich"}
+    assert all(r["wrong"] == 0 for r in rows) and len(rows) == 2 * 8
+
+
+def _workers_with(marker: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "meshcomm.bench.worker" in cmdline and marker in cmdline:
+            found.append(pid)
+    return found
+
+
+@pytest.mark.parametrize("rival", ["meshcomm", "mpich"])
+def test_sigterm_stops_the_sweep_and_its_ranks(rival: str) -> None:
+    if rival == "mpich" and (shutil.which("mpiexec") is None or not _has("mpi4py")):
+        pytest.skip("MPICH and mpi4py are not installed")
+    marker = "61.25"  # a --timeout no other run uses, to find this run's ranks
+    args = ["-n", "2", "--sizes", "8:64M", "--timeout", marker, "--lib", rival]
+    proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _workers_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _workers_with(marker), "no rank started within 60 s"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 130
+        deadline = time.monotonic() + 10
+        while _workers_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _workers_with(marker) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
