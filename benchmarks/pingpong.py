@@ -16,14 +16,7 @@ import time
 import numpy as np
 
 import meshcomm as dist
-
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    text = text.strip().upper().removesuffix("B")
-    unit = text[-1] if text and text[-1] in UNITS else ""
-    return int(text[: len(text) - len(unit)]) * UNITS[unit]
+from meshcomm.bench.sizes import parse_size
 
 
 def iterations_for(nbytes: int, small_iters: int) -> int:

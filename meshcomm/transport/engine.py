@@ -415,7 +415,7 @@ class Transport:
 
     def _poll(self, timeout: float) -> None:
         for state in self._peers.values():
-            if state.sendq and state.lost is None:
+            if state.sendq and state.lost is None and not state.shm:  # shm peers: in _shm_round
                 self._write(state)
         if self._shm_peers:
             if self._shm_round():

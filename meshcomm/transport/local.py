@@ -58,8 +58,8 @@ class LocalPeers:
 
     def __init__(self, rank: int, world_size: int, store, timeout: float) -> None:
         wanted = shm_wanted()
-        store.set(f"host/{rank}", f"{'shm' if wanted else 'tcp'}|{host_id()}")
-        mine = store.get(f"host/{rank}")
+        mine = f"{'shm' if wanted else 'tcp'}|{host_id()}".encode()
+        store.set(f"host/{rank}", mine)
         hosts = {r: mine if r == rank else store.get(f"host/{r}", timeout=timeout) for r in range(world_size)}
         # A rank that cannot use shared memory keeps its whole host on TCP: both
         # ends of a channel must agree on it.
