@@ -13,6 +13,14 @@ is posted yet is read into a buffer of its own ("unexpected" messages), so a
 rank never stops reading and two ranks sending large messages to each other
 at once cannot deadlock.
 
+A shared-memory peer's message whose receive is not posted yet is first left
+in the ring for up to `_HOLD_SECONDS`: ranks that drift apart (a root running
+ahead into the next broadcast, the next step of a ring arriving during this
+step's reduction) would otherwise send every byte through a freshly faulted
+buffer and a second copy. The receiver reads past a held message at once when
+it waits for something else from that peer (which may sit behind it), and
+after the hold in any case, so the guarantee above still stands.
+
 Peers on the same host (transport/local.py) exchange bytes through
 shared-memory rings instead; their TCP connection stays open only so that a
 peer's death (the kernel closes its sockets) is noticed. A rank with nothing
@@ -50,6 +58,7 @@ _SOCKET_BUFFER = 4 << 20
 _POLL_SLICE = 0.05  # seconds one thread may block in select before rechecking deadlines
 _MIXED_SLICE = 0.0005  # select slices when both shared-memory and TCP peers may send
 _HANDSHAKE_TIMEOUT = 10.0
+_HOLD_SECONDS = 0.002  # longest a shared-memory message waits in its ring for its receive
 
 
 class _PostedRecv:
@@ -85,6 +94,8 @@ class _Inbound:
     target_got: int = 0
     on_done: object = None  # callable run when the payload is complete
     handle: Handle | None = None  # the posted receive the payload is going into, if any
+    held: wire.Header | None = None  # a shared-memory message left in the ring until its receive is posted
+    held_until: float = 0.0  # monotonic time after which it is read into an unexpected buffer
 
 
 class _Peer:
@@ -277,6 +288,8 @@ class Transport:
             if peer is not None and peer != self.rank:
                 self._check_usable(self._peer(peer))
             self._posted[key].append(posted)
+        if self._local is not None and any(p.inbound.held is not None for p in self._shm_peers):
+            self._local.wake_self()  # a thread sleeping on the doorbell may now take the held message
         return handle
 
     def _deliver_local(self, payload: memoryview, key: wire.Key, fingerprint: bytes) -> None:
@@ -426,7 +439,7 @@ class Transport:
             elif timeout > 0 and not self._tcp_data:
                 # Only shared-memory peers can bring work: sleep on the doorbell,
                 # then look at the sockets (for lost peers) without blocking.
-                self._local.sleep(timeout, self._shm_ready)
+                self._local.sleep(min(timeout, self._until_hold_ends()), self._shm_ready)
                 self._shm_round()
                 timeout = 0.0
             elif timeout > 0:
@@ -469,11 +482,34 @@ class Transport:
 
     def _shm_ready(self) -> bool:
         for state in self._shm_peers:
-            if state.lost is None and (
-                state.channel.readable() or (state.sendq and state.channel.writable())
-            ):
+            if state.lost is not None:
+                continue
+            if state.sendq and state.channel.writable():
+                return True
+            if state.inbound.held is not None:
+                if self._may_release(state, state.inbound.held):
+                    return True
+            elif state.channel.readable():
                 return True
         return self._aborted is not None
+
+    def _until_hold_ends(self) -> float:
+        ends = [p.inbound.held_until for p in self._shm_peers if p.inbound.held is not None]
+        return max(min(ends) - time.monotonic(), 0.0) if ends else _POLL_SLICE
+
+    def _may_release(self, state: _Peer, head: wire.Header) -> bool:
+        """A held message is read on once its receive is posted, once the receiver
+        waits for anything else from that peer, or once the hold is over."""
+        if time.monotonic() >= state.inbound.held_until:
+            return True
+        with self._lock:
+            if self._posted.get(head.key):
+                return True
+            return any(
+                posted.peer is None or posted.peer == state.rank
+                for waiting in self._posted.values()
+                for posted in waiting
+            )
 
     def _spin_until_ready(self) -> bool:
         if self._spin <= 0:
@@ -530,11 +566,20 @@ class Transport:
             handle.complete()
         return moved
 
-    def _read(self, state: _Peer) -> bool:
-        """Take in what the channel holds now; True if any bytes came."""
+    def _read(self, state: _Peer, drain: bool = False) -> bool:
+        """Take in what the channel holds now; True if any bytes came. A message
+        with no receive posted may stay in a shared-memory ring, unless `drain`."""
         inbound = state.inbound
         moved = False
         while state.lost is None:
+            if inbound.held is not None:
+                head = inbound.held
+                if not (drain or self._may_release(state, head)):
+                    return moved
+                inbound.held = None
+                self._begin_payload(state, head)
+                moved = True
+                continue
             try:
                 if inbound.target is None:
                     got = state.channel.recv_into(memoryview(inbound.header_buf)[inbound.header_got :])
@@ -558,6 +603,9 @@ class Transport:
                     except ValueError as exc:
                         self._lose(state, exc)
                         return moved
+                    if state.shm and not drain:
+                        inbound.held, inbound.held_until = head, time.monotonic() + _HOLD_SECONDS
+                        continue  # taken on at once when its receive is already posted
                     self._begin_payload(state, head)
             else:
                 inbound.target_got += got

@@ -107,3 +107,49 @@ def many_concurrent_groups() -> bool:
 def test_concurrent_groups_share_the_rings(configured) -> None:
     _, cluster = configured
     assert all(cluster.run(many_concurrent_groups))
+
+
+def later_tag_first() -> bool:
+    """Rank 0 sends tag 1 then tag 2; rank 1 asks for tag 2 first: it must read past tag 1."""
+    rank = dist.get_rank()
+    first, second = np.arange(300_000, dtype=np.float32), np.arange(10, dtype=np.int64)
+    if rank == 0:
+        dist.send(first, 1, tag=1)
+        dist.send(second, 1, tag=2)
+    elif rank == 1:
+        got_second, got_first = np.empty_like(second), np.empty_like(first)
+        dist.recv(got_second, 0, tag=2)
+        dist.recv(got_first, 0, tag=1)
+        return bool(np.array_equal(got_first, first) and np.array_equal(got_second, second))
+    return True
+
+
+def test_a_receive_for_a_later_message_reads_past_an_earlier_one(configured) -> None:
+    _, cluster = configured
+    assert all(cluster.run(later_tag_first))
+
+
+def send_completes_while_receiver_waits_elsewhere() -> bool:
+    """Rank 0's send to rank 1 must finish before rank 1 posts its receive: rank 1 is
+    waiting for rank 2, who only sends once rank 0's send is done. A message left in
+    its ring for the receive must still be taken in when that receive is not coming."""
+    rank = dist.get_rank()
+    big = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: more than a tiny ring holds
+    token = np.array([7], dtype=np.int64)
+    if rank == 0:
+        dist.send(big, 1, tag=1)
+        dist.send(token, 2, tag=2)
+    elif rank == 2:
+        dist.recv(token, 0, tag=2)
+        dist.send(token, 1, tag=3)
+    elif rank == 1:
+        relayed, got = np.empty_like(token), np.empty_like(big)
+        dist.recv(relayed, 2, tag=3)
+        dist.recv(got, 0, tag=1)
+        return bool(relayed[0] == 7 and np.array_equal(got, big))
+    return True
+
+
+def test_a_send_completes_while_its_receiver_waits_on_another_peer(configured) -> None:
+    _, cluster = configured
+    assert all(cluster.run(send_completes_while_receiver_waits_elsewhere, timeout=30))
