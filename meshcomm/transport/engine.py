@@ -528,10 +528,10 @@ class Transport:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._read(state)  # keep what it wrote before it went
+            self._read(state, drain=True)  # keep what it wrote before it went, held messages too
             self._lose(state, exc)
             return
-        self._read(state)
+        self._read(state, drain=True)
         self._lose(state, None if not data else OSError("unexpected bytes on a shared-memory peer's socket"))
 
     def _write(self, state: _Peer) -> bool:

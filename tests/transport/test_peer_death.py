@@ -72,3 +72,56 @@ def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> 
     assert procs[1].returncode == -9
     assert out.startswith("PeerLostError peer=1 "), out + err
     print(out)
+
+
+SENDER_THAT_LEAVES = textwrap.dedent(
+    """
+    import time
+    import numpy as np
+    import meshcomm as dist
+    from meshcomm.api.state import runtime
+    from meshcomm.transport import engine
+
+    # Messages with no receive posted stay in their ring until the sender is
+    # seen to leave: only reading them out at that moment can save them.
+    engine._HOLD_SECONDS = 3600
+    dist.init_process_group(timeout=60)
+    rank = dist.get_rank()
+    dist.barrier()
+    if rank == 1:
+        dist.send(np.arange(1000, dtype=np.int64), dst=0, tag=3)
+        dist.destroy_process_group()
+        raise SystemExit(0)
+    # Post the receive only once this rank has seen rank 1's connection close.
+    transport = runtime().transport
+    deadline = time.monotonic() + 30
+    while transport._peers[1].lost is None and time.monotonic() < deadline:
+        transport.progress(0.01)
+    got = np.zeros(1000, dtype=np.int64)
+    dist.recv(got, src=1, tag=3)
+    print("received", bool((got == np.arange(1000)).all()))
+    """
+)
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+def test_a_message_sent_before_the_sender_left_is_still_received(tmp_path, transport: str) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SENDER_THAT_LEAVES)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
+    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
+                MESHCOMM_TOKEN="leave-test", MESHCOMM_TRANSPORT=transport)
+    procs = [
+        subprocess.Popen([sys.executable, str(script)], env={**base, "RANK": str(rank)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in (0, 1)
+    ]
+    try:
+        out, err = procs[0].communicate(timeout=90)
+        procs[1].wait(timeout=30)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    assert out.strip() == "received True", out + err
