@@ -58,12 +58,8 @@ class Problem:
             raise ValueError(f"nranks must be >= 1, got {self.nranks}")
         if not 0 <= self.root < self.nranks:
             raise ValueError(f"root must be in [0, {self.nranks}), got {self.root}")
-        expected = {
-            **{c: 1 for c in _SINGLE_COUNT},
-            **{c: self.nranks for c in _PER_RANK},
-            "all_to_all": self.nranks * self.nranks,
-            "barrier": 0,
-        }[self.collective]
+        c = self.collective  # checked on every call, so no table is built here
+        expected = 1 if c in _SINGLE_COUNT else self.nranks if c in _PER_RANK else 0 if c == "barrier" else self.nranks**2
         if len(self.counts) != expected:
             raise ValueError(
                 f"{self.collective} on {self.nranks} ranks needs {expected} counts, got {len(self.counts)}"

@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from meshcomm.algorithms.schedule import Copy, Recv, RecvReduce, Reduce, Schedule, Send, Slice
+from meshcomm.algorithms.schedule import Copy, Recv, RecvReduce, Reduce, Schedule, Send
 from meshcomm.errors import CollectiveMismatchError, CommTimeoutError, MessageSizeError
 from meshcomm.executor import fingerprint as fp
 from meshcomm.executor.reduce_ops import Combine
@@ -46,11 +47,12 @@ def run(call: Call, transport) -> None:
     if "scratch" not in buffers:
         buffers["scratch"] = _reusable(dtype, schedule.scratch, "scratch")
     for name in ("input", "output"):
-        buffers.setdefault(name, np.empty(0, dtype=dtype))
+        if name not in buffers:
+            buffers[name] = np.empty(0, dtype=dtype)
     deadline = time.monotonic() + call.timeout
-    for index, step in enumerate(schedule.steps):
+    for index, step in enumerate(_plan(schedule, dtype.itemsize, call.chunk_bytes)):
         try:
-            _run_step(call, transport, buffers, index, step, deadline)
+            _run_step(call, transport, buffers, dtype, index, step, deadline)
         except (CollectiveMismatchError, MessageSizeError) as exc:
             raise _mismatch(call, index, exc) from None
         except CommTimeoutError as exc:
@@ -67,11 +69,6 @@ def _dtype(buffers: dict) -> np.dtype:
     return np.dtype(np.uint8)
 
 
-def _view(buffers: dict, where: Slice) -> np.ndarray:
-    array = buffers[where.buf]
-    return array[where.offset : where.end]
-
-
 _pool = threading.local()
 
 
@@ -86,6 +83,50 @@ def _reusable(dtype: np.dtype, count: int, role: str) -> np.ndarray:
     return held[:nbytes].view(dtype)
 
 
+# A step, compiled once per (schedule, itemsize, chunk size): the schedule's
+# objects are walked and its messages cut into pieces once, not on every call,
+# which is most of a small collective's cost in Python.
+_SEND, _RECV, _RECV_REDUCE = 0, 1, 2
+_COPY, _REDUCE = 0, 1
+
+
+class _Step(NamedTuple):
+    local: tuple  # (_COPY | _REDUCE, dst buffer, dst lo, dst hi, src buffer, src lo, src hi)
+    comms: tuple  # (kind, peer, buffer, lo, hi, incoming role, incoming count, incoming lo, incoming hi)
+    reduces: bool  # has a RecvReduce
+
+
+_plans: dict[tuple[int, int, int], tuple[Schedule, tuple[_Step, ...]]] = {}
+_PLANS_KEPT = 1024
+
+
+def _plan(schedule: Schedule, itemsize: int, chunk_bytes: int) -> tuple[_Step, ...]:
+    key = (id(schedule), itemsize, chunk_bytes)
+    cached = _plans.get(key)
+    if cached is not None and cached[0] is schedule:  # the schedule is kept alive, so its id is not reused
+        return cached[1]
+    if len(_plans) >= _PLANS_KEPT:
+        _plans.clear()
+    steps = tuple(_compile(step, itemsize, chunk_bytes) for step in schedule.steps)
+    _plans[key] = (schedule, steps)
+    return steps
+
+
+def _compile(step: tuple, itemsize: int, chunk_bytes: int) -> _Step:
+    local, comms = [], []
+    for number, op in enumerate(step):
+        if isinstance(op, (Copy, Reduce)):
+            kind = _COPY if isinstance(op, Copy) else _REDUCE
+            local.append((kind, op.dst.buf, op.dst.offset, op.dst.end, op.src.buf, op.src.offset, op.src.end))
+        elif isinstance(op, (Send, Recv, RecvReduce)):
+            where = op.src if isinstance(op, Send) else op.dst
+            kind = _SEND if isinstance(op, Send) else _RECV if isinstance(op, Recv) else _RECV_REDUCE
+            role = f"incoming {number}" if kind == _RECV_REDUCE else ""
+            for lo, hi in _pieces(where.count, itemsize, chunk_bytes):
+                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi, role, where.count, lo, hi))
+    return _Step(tuple(local), tuple(comms), any(c[0] == _RECV_REDUCE for c in comms))
+
+
 def _pieces(count: int, itemsize: int, chunk_bytes: int) -> list[tuple[int, int]]:
     per_piece = max(chunk_bytes // max(itemsize, 1), 1)
     if count <= per_piece:
@@ -93,33 +134,30 @@ def _pieces(count: int, itemsize: int, chunk_bytes: int) -> list[tuple[int, int]
     return [(start, min(start + per_piece, count)) for start in range(0, count, per_piece)]
 
 
-def _run_step(call: Call, transport, buffers: dict, index: int, step: tuple, deadline: float) -> None:
+def _run_step(call: Call, transport, buffers: dict, dtype: np.dtype, index: int, step: _Step, deadline: float) -> None:
     combine = call.combine
-    for op in step:
-        if isinstance(op, Copy):
-            _view(buffers, op.dst)[...] = _view(buffers, op.src)
-        elif isinstance(op, Reduce):
-            combine(_view(buffers, op.dst), _view(buffers, op.src))
+    for kind, dst, dst_lo, dst_hi, src, src_lo, src_hi in step.local:
+        if kind == _COPY:
+            buffers[dst][dst_lo:dst_hi] = buffers[src][src_lo:src_hi]
+        else:
+            combine(buffers[dst][dst_lo:dst_hi], buffers[src][src_lo:src_hi])
+    if not step.comms:
+        return
     key = Key(KIND_COLLECTIVE, call.group_id, call.seq, index)
+    peers, fingerprint = call.peers, call.fingerprint
     handles = []
     reductions = []  # (handle, destination piece, received piece)
-    for number, op in enumerate(step):
-        if isinstance(op, Send):
-            data = _view(buffers, op.src)
-            for lo, hi in _pieces(data.size, data.itemsize, call.chunk_bytes):
-                handles.append(transport.isend(call.peers[op.peer], _bytes(data[lo:hi]), key, call.fingerprint))
-        elif isinstance(op, Recv):
-            dst = _view(buffers, op.dst)
-            for lo, hi in _pieces(dst.size, dst.itemsize, call.chunk_bytes):
-                handles.append(transport.irecv(call.peers[op.peer], _bytes(dst[lo:hi]), key, call.fingerprint))
-        elif isinstance(op, RecvReduce):
-            dst = _view(buffers, op.dst)
-            incoming = _reusable(dst.dtype, dst.size, f"incoming {number}")
-            for lo, hi in _pieces(dst.size, dst.itemsize, call.chunk_bytes):
-                handle = transport.irecv(call.peers[op.peer], _bytes(incoming[lo:hi]), key, call.fingerprint)
-                handles.append(handle)
-                reductions.append((handle, dst[lo:hi], incoming[lo:hi]))
-    if not reductions:
+    for kind, peer, name, lo, hi, role, incoming_count, in_lo, in_hi in step.comms:
+        if kind == _SEND:
+            handles.append(transport.isend(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint))
+        elif kind == _RECV:
+            handles.append(transport.irecv(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint))
+        else:
+            incoming = _reusable(dtype, incoming_count, role)[in_lo:in_hi]
+            handle = transport.irecv(peers[peer], _bytes(incoming), key, fingerprint)
+            handles.append(handle)
+            reductions.append((handle, buffers[name][lo:hi], incoming))
+    if not step.reduces:
         transport.wait(handles, timeout=max(deadline - time.monotonic(), 0.0))
         return
     # Reduce each piece as soon as it lands, while the rest are still arriving.
