@@ -59,6 +59,7 @@ _POLL_SLICE = 0.05  # seconds one thread may block in select before rechecking d
 _MIXED_SLICE = 0.0005  # select slices when both shared-memory and TCP peers may send
 _HANDSHAKE_TIMEOUT = 10.0
 _HOLD_SECONDS = 0.002  # longest a shared-memory message waits in its ring for its receive
+_SOCKET_CHECK_SECONDS = 0.001  # how often a rank with only shared-memory peers looks at their sockets
 
 
 class _PostedRecv:
@@ -140,6 +141,8 @@ class Transport:
         self._accept_thread.start()
         self._local: LocalPeers | None = None
         self._shm_peers: list[_Peer] = []
+        self._tcp_data = True  # until start-up finds which peers share memory
+        self._sockets_seen = 0.0  # when the sockets were last looked at
         try:
             store.set(f"transport/addr/{rank}", self.address)
             self._connect_all(store)
@@ -427,9 +430,11 @@ class Transport:
             self._local.wake_self()
 
     def _poll(self, timeout: float) -> None:
-        for state in self._peers.values():
-            if state.sendq and state.lost is None and not state.shm:  # shm peers: in _shm_round
-                self._write(state)
+        tcp = self._tcp_data
+        if tcp:
+            for state in self._peers.values():
+                if state.sendq and state.lost is None and not state.shm:  # shm peers: in _shm_round
+                    self._write(state)
         if self._shm_peers:
             if self._shm_round():
                 timeout = 0.0
@@ -446,6 +451,13 @@ class Transport:
                 # Both kinds of peer: the sockets cannot wake a futex sleeper, so
                 # wait in select in short slices and look at the rings between them.
                 timeout = min(timeout, _MIXED_SLICE)
+        if not tcp:
+            # Only shared-memory peers: their sockets just say who left, which
+            # can wait a millisecond; a system call on every poll cannot.
+            now = time.monotonic()
+            if timeout == 0 and now - self._sockets_seen < _SOCKET_CHECK_SECONDS:
+                return
+            self._sockets_seen = now
         for state in self._peers.values():
             wants_write = bool(state.sendq) and state.lost is None and not state.shm
             if state.lost is None and state.writing != wants_write:
