@@ -3,7 +3,10 @@
 Each step posts all its messages at once. Messages larger than the chunk
 size are cut into pieces that share one key, so the receiver can reduce the
 first piece while later pieces are still on the wire; the transport's
-per-pair ordering keeps the pieces in order.
+per-pair ordering keeps the pieces in order. Pieces to be reduced land in a
+few piece-sized slots used in turn (a receive is posted again as soon as its
+slot has been reduced), so what is reduced is still in the cache instead of
+in a message-sized array that went out to memory and back.
 """
 
 from __future__ import annotations
@@ -88,12 +91,13 @@ def _reusable(dtype: np.dtype, count: int, role: str) -> np.ndarray:
 # which is most of a small collective's cost in Python.
 _SEND, _RECV, _RECV_REDUCE = 0, 1, 2
 _COPY, _REDUCE = 0, 1
+_SLOTS = 4  # pieces of one received-and-reduced message in flight at once
 
 
 class _Step(NamedTuple):
     local: tuple  # (_COPY | _REDUCE, dst buffer, dst lo, dst hi, src buffer, src lo, src hi)
-    comms: tuple  # (kind, peer, buffer, lo, hi, incoming role, incoming count, incoming lo, incoming hi)
-    reduces: bool  # has a RecvReduce
+    comms: tuple  # in listed order: (_SEND | _RECV, peer, buffer, lo, hi) per piece, (_RECV_REDUCE, i, ...) per op
+    recv_reduces: tuple  # (peer, dst buffer, pieces ((lo, hi), ...), slot roles, elements per slot)
 
 
 _plans: dict[tuple[int, int, int], tuple[Schedule, tuple[_Step, ...]]] = {}
@@ -113,18 +117,29 @@ def _plan(schedule: Schedule, itemsize: int, chunk_bytes: int) -> tuple[_Step, .
 
 
 def _compile(step: tuple, itemsize: int, chunk_bytes: int) -> _Step:
-    local, comms = [], []
+    local, comms, recv_reduces = [], [], []
+    # Receives from one peer match in the order they are posted. Re-posting into
+    # a freed slot would post a piece after a later-listed receive from the same
+    # peer, so a step receiving twice from one peer gives every piece its own slot.
+    sources = [op.peer for op in step if isinstance(op, (Recv, RecvReduce))]
+    window = _SLOTS if len(sources) == len(set(sources)) else None
     for number, op in enumerate(step):
         if isinstance(op, (Copy, Reduce)):
             kind = _COPY if isinstance(op, Copy) else _REDUCE
             local.append((kind, op.dst.buf, op.dst.offset, op.dst.end, op.src.buf, op.src.offset, op.src.end))
-        elif isinstance(op, (Send, Recv, RecvReduce)):
+        elif isinstance(op, (Send, Recv)):
             where = op.src if isinstance(op, Send) else op.dst
-            kind = _SEND if isinstance(op, Send) else _RECV if isinstance(op, Recv) else _RECV_REDUCE
-            role = f"incoming {number}" if kind == _RECV_REDUCE else ""
+            kind = _SEND if isinstance(op, Send) else _RECV
             for lo, hi in _pieces(where.count, itemsize, chunk_bytes):
-                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi, role, where.count, lo, hi))
-    return _Step(tuple(local), tuple(comms), any(c[0] == _RECV_REDUCE for c in comms))
+                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi))
+        elif isinstance(op, RecvReduce):
+            where = op.dst
+            pieces = tuple((where.offset + lo, where.offset + hi) for lo, hi in _pieces(where.count, itemsize, chunk_bytes))
+            slots = len(pieces) if window is None else min(window, len(pieces))
+            roles = tuple(f"incoming {number} slot {slot}" for slot in range(slots))
+            comms.append((_RECV_REDUCE, len(recv_reduces), "", 0, 0))
+            recv_reduces.append((op.peer, where.buf, pieces, roles, max(hi - lo for lo, hi in pieces)))
+    return _Step(tuple(local), tuple(comms), tuple(recv_reduces))
 
 
 def _pieces(count: int, itemsize: int, chunk_bytes: int) -> list[tuple[int, int]]:
@@ -146,37 +161,47 @@ def _run_step(call: Call, transport, buffers: dict, dtype: np.dtype, index: int,
     key = Key(KIND_COLLECTIVE, call.group_id, call.seq, index)
     peers, fingerprint = call.peers, call.fingerprint
     handles = []
-    reductions = []  # (handle, destination piece, received piece)
-    for kind, peer, name, lo, hi, role, incoming_count, in_lo, in_hi in step.comms:
+    in_flight = []  # [handle, destination piece, received piece, slot, peer, destination buffer, pieces left]
+
+    def post(slot: np.ndarray, peer: int, target: np.ndarray, left: list) -> None:
+        lo, hi = left.pop()
+        incoming = slot[: hi - lo]
+        handle = transport.irecv(peers[peer], _bytes(incoming), key, fingerprint)
+        in_flight.append((handle, target[lo:hi], incoming, slot, peer, target, left))
+
+    for kind, peer, name, lo, hi in step.comms:
         if kind == _SEND:
             handles.append(transport.isend(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint))
         elif kind == _RECV:
             handles.append(transport.irecv(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint))
-        else:
-            incoming = _reusable(dtype, incoming_count, role)[in_lo:in_hi]
-            handle = transport.irecv(peers[peer], _bytes(incoming), key, fingerprint)
-            handles.append(handle)
-            reductions.append((handle, buffers[name][lo:hi], incoming))
-    if not step.reduces:
-        transport.wait(handles, timeout=max(deadline - time.monotonic(), 0.0))
-        return
-    # Reduce each piece as soon as it lands, while the rest are still arriving.
-    while reductions:
+        else:  # a received-and-reduced message: `peer` holds its index in step.recv_reduces
+            source, name, pieces, roles, slot_count = step.recv_reduces[peer]
+            left = list(reversed(pieces))  # popped from the end, in piece order
+            for role in roles:
+                post(_reusable(dtype, slot_count, role), source, buffers[name], left)
+    if in_flight:
+        _reduce_as_they_land(call, transport, in_flight, post, deadline)
+    transport.wait(handles, timeout=max(deadline - time.monotonic(), 0.0))
+
+
+def _reduce_as_they_land(call: Call, transport, in_flight: list, post, deadline: float) -> None:
+    """Reduce each piece as soon as it lands, then receive the next piece into its slot."""
+    combine = call.combine
+    while in_flight:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            transport.wait([h for h, _, _ in reductions], timeout=0.0)
-        still = []
-        for handle, dst, incoming in reductions:
-            if handle.done:
-                if handle.error is not None:
-                    raise handle.error
-                combine(dst, incoming)
-            else:
-                still.append((handle, dst, incoming))
-        reductions = still
-        if reductions:
+            transport.wait([entry[0] for entry in in_flight], timeout=0.0)
+        landed = [entry for entry in in_flight if entry[0].done]
+        if not landed:
             transport.progress(min(remaining, 0.05))
-    transport.wait(handles, timeout=max(deadline - time.monotonic(), 0.0))
+            continue
+        in_flight[:] = [entry for entry in in_flight if not entry[0].done]  # post() appends to this list
+        for handle, dst, incoming, slot, peer, target, left in landed:
+            if handle.error is not None:
+                raise handle.error
+            combine(dst, incoming)
+            if left:
+                post(slot, peer, target, left)
 
 
 def _mismatch(call: Call, step: int, exc: Exception) -> CollectiveMismatchError:
