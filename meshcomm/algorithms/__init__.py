@@ -10,6 +10,7 @@ from meshcomm.algorithms import (
     all_to_all,
     barrier,
     broadcast,
+    double_binary_tree,
     gather,
     reduce,
     reduce_scatter,
@@ -24,15 +25,34 @@ __all__ = ["ALGORITHMS", "DEFAULT", "Algorithm", "get_schedule"]
 Algorithm = Callable[[Problem, int], Schedule]
 
 ALGORITHMS: dict[str, dict[str, Algorithm]] = {
-    "broadcast": {"binomial": broadcast.binomial, "chain": broadcast.chain},
-    "reduce": {"binomial": reduce.binomial},
-    "all_reduce": {"ring": all_reduce.ring, "recursive_doubling": all_reduce.recursive_doubling},
-    "all_gather": {"ring": all_gather.ring},
-    "reduce_scatter": {"ring": reduce_scatter.ring},
+    "broadcast": {
+        "binomial": broadcast.binomial,
+        "chain": broadcast.chain,
+        "scatter_ring": broadcast.scatter_ring,
+        "scatter_recursive_doubling": broadcast.scatter_recursive_doubling,
+    },
+    "reduce": {"binomial": reduce.binomial, "rabenseifner": reduce.rabenseifner},
+    "all_reduce": {
+        "ring": all_reduce.ring,
+        "recursive_doubling": all_reduce.recursive_doubling,
+        "rabenseifner": all_reduce.rabenseifner,
+        "binomial": all_reduce.binomial,
+        "double_binary_tree": double_binary_tree.all_reduce,
+    },
+    "all_gather": {
+        "ring": all_gather.ring,
+        "recursive_doubling": all_gather.recursive_doubling,
+        "bruck": all_gather.bruck,
+    },
+    "reduce_scatter": {
+        "ring": reduce_scatter.ring,
+        "recursive_halving": reduce_scatter.recursive_halving,
+        "pairwise": reduce_scatter.pairwise,
+    },
     "gather": {"linear": gather.linear, "binomial": gather.binomial},
     "scatter": {"linear": scatter.linear, "binomial": scatter.binomial},
-    "all_to_all": {"pairwise": all_to_all.pairwise},
-    "barrier": {"dissemination": barrier.dissemination},
+    "all_to_all": {"pairwise": all_to_all.pairwise, "bruck": all_to_all.bruck, "scattered": all_to_all.scattered},
+    "barrier": {"dissemination": barrier.dissemination, "tree": barrier.tree},
     "scan": {"linear": scan.linear, "recursive_doubling": scan.recursive_doubling},
     "exscan": {"linear": scan.linear, "recursive_doubling": scan.recursive_doubling},
 }

@@ -6,6 +6,7 @@ from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import (
     INPUT,
     OUTPUT,
+    SCRATCH,
     Copy,
     Op,
     Recv,
@@ -65,6 +66,15 @@ class StepBuilder:
         self._grow(step)
         self._comm[step].append(Send(peer, Slice(send_buf, 0, 0)))
         self._comm[step].append(Recv(recv_peer, Slice(recv_buf, 0, 0)))
+
+    def empty_send(self, step: int, peer: int) -> None:
+        """A one-way zero-element message: a tree barrier's "arrived" or "released"."""
+        self._grow(step)
+        self._comm[step].append(Send(peer, Slice(SCRATCH, 0, 0)))
+
+    def empty_recv(self, step: int, peer: int) -> None:
+        self._grow(step)
+        self._comm[step].append(Recv(peer, Slice(SCRATCH, 0, 0)))
 
     def build(self, problem: Problem, rank: int, algorithm: str, scratch: int = 0, **params: object) -> Schedule:
         steps = [tuple(local + comm) for local, comm in zip(self._local, self._comm)]

@@ -44,6 +44,20 @@ SUBJECTS = [
     (Problem("scan", 6, (3,)), "recursive_doubling"),
     (Problem("exscan", 5, (3,)), "linear"),
     (Problem("exscan", 6, (3,)), "recursive_doubling"),
+    (Problem("broadcast", 5, (7,), root=3), "scatter_ring"),
+    (Problem("broadcast", 6, (9,), root=4), "scatter_recursive_doubling"),
+    (Problem("reduce", 6, (9,), root=3), "rabenseifner"),
+    (Problem("all_reduce", 6, (9,)), "rabenseifner"),
+    (Problem("all_reduce", 5, (4,)), "binomial"),
+    (Problem("all_reduce", 5, (8,)), "double_binary_tree"),
+    (Problem("all_reduce", 6, (8,)), "double_binary_tree"),
+    (Problem("all_gather", 6, (2, 0, 3, 1, 2, 1)), "recursive_doubling"),
+    (Problem("all_gather", 5, (2, 1, 3, 0, 2)), "bruck"),
+    (Problem("reduce_scatter", 6, (2, 1, 3, 0, 2, 1)), "recursive_halving"),
+    (Problem("reduce_scatter", 4, (2, 1, 3, 2)), "pairwise"),
+    (Problem("all_to_all", 5, tuple((i * 7 + 3) % 4 for i in range(25))), "bruck"),
+    (Problem("all_to_all", 3, (1, 2, 1, 2, 1, 1, 1, 3, 2)), "scattered"),
+    (Problem("barrier", 6, ()), "tree"),
 ]
 
 

@@ -58,3 +58,11 @@ def test_all_to_all_and_barrier_hold_for_any_matrix_and_size(problem: Problem) -
 def test_chain_broadcast_holds_for_any_segment_count(n: int, count: int, segments: int, root: int) -> None:
     problem = Problem("broadcast", n, (count,), root % n)
     check(problem, lambda p, rank: ALGORITHMS["broadcast"]["chain"](p, rank, segments=segments), in_place=True)
+
+
+@SETTINGS
+@given(n=st.integers(1, 12), throttle=st.integers(1, 12), data=st.data())
+def test_scattered_all_to_all_holds_for_any_throttle(n: int, throttle: int, data: st.DataObject) -> None:
+    counts = tuple(data.draw(st.lists(st.integers(0, 3), min_size=n * n, max_size=n * n)))
+    problem = Problem("all_to_all", n, counts)
+    check(problem, lambda p, rank: ALGORITHMS["all_to_all"]["scattered"](p, rank, throttle=throttle))

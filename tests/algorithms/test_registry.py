@@ -13,7 +13,7 @@ from meshcomm.algorithms.problem import COLLECTIVES, IN_PLACE, Problem
 from meshcomm.algorithms.schedule import INPUT, OUTPUT, Copy, Schedule, Slice
 
 MODULES = ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-           "all_to_all", "barrier", "scan")
+           "all_to_all", "barrier", "scan", "double_binary_tree")
 
 
 def _problem(collective: str, n: int, root: int = 0) -> Problem:
@@ -109,3 +109,23 @@ def test_algorithm_module_opens_with_prose_stating_its_cost(module: str) -> None
     doc = importlib.import_module(f"meshcomm.algorithms.{module}").__doc__
     assert doc and len(doc.splitlines()) > 5
     assert "Cost" in doc and "steps" in doc
+
+
+@pytest.mark.parametrize(("collective", "name"), [(c, a) for c, names in ALGORITHMS.items() for a in names])
+def test_every_algorithm_is_explained_with_its_cost_in_its_module_or_its_own_docstring(collective: str,
+                                                                                      name: str) -> None:
+    fn = ALGORITHMS[collective][name]
+    own = fn.__doc__ or ""
+    module = importlib.import_module(fn.__module__).__doc__ or ""
+    prose = own if "Cost" in own else module
+    assert "Cost" in prose and "steps" in prose
+    if not own:
+        assert fn.__name__.replace("_", " ") in module.lower() or name.replace("_", " ") in module.lower()
+
+
+def test_default_choice_is_unchanged_by_the_added_algorithms() -> None:
+    assert DEFAULT == {
+        "broadcast": "binomial", "reduce": "binomial", "all_reduce": "ring", "all_gather": "ring",
+        "reduce_scatter": "ring", "gather": "binomial", "scatter": "binomial", "all_to_all": "pairwise",
+        "barrier": "dissemination", "scan": "recursive_doubling", "exscan": "recursive_doubling",
+    }
