@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -91,7 +92,7 @@ STUBBORN_RANK = """
     import os, signal, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, lambda *_: print("got SIGINT", flush=True))
-    print(os.getpid(), flush=True)
+    print(f"pid={os.getpid()};", flush=True)
     time.sleep(30)
 """
 
@@ -106,7 +107,9 @@ def test_second_ctrl_c_kills_ranks_without_waiting_for_the_grace_period(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
     try:
-        pids = [int(line) for line in read_lines(proc, 2, timeout=30)]
+        # Without prefixes the two ranks' bytes may interleave, even within a line.
+        pids = [int(pid) for pid in re.findall(r"pid=(\d+);", "".join(read_lines(proc, 2, timeout=30)))]
+        assert len(pids) == 2, pids
         proc.send_signal(signal.SIGINT)
         # Both ranks saw the forwarded SIGINT, so the launcher handled the first one.
         # (Without prefixes the two ranks' bytes may interleave within a line.)
