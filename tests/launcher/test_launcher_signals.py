@@ -16,7 +16,7 @@ import pytest
 RANK = """
     import os, subprocess, time
     child = subprocess.Popen(["sleep", "30"])
-    print(os.getpid(), child.pid, flush=True)
+    print(f"pids={os.getpid()},{child.pid};", flush=True)
     time.sleep(30)
 """
 
@@ -52,8 +52,10 @@ def test_signal_to_launcher_stops_and_reaps_every_rank(
         stderr=subprocess.PIPE,
     )
     try:
-        lines = read_lines(proc, 3, timeout=30)
-        pids = [tuple(int(x) for x in line.split()) for line in lines]
+        # Without prefixes the ranks' bytes may interleave, even within a line.
+        text = "".join(read_lines(proc, 3, timeout=30))
+        pids = [(int(rank), int(child)) for rank, child in re.findall(r"pids=(\d+),(\d+);", text)]
+        assert len(pids) == 3, text
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:
