@@ -68,8 +68,14 @@ from meshcomm.errors import (
 from meshcomm.group.group import Group
 from meshcomm.group.work import Work
 
+from meshcomm.torch_backend import register_if_torch_loaded as _register_torch_backend
+
 ProcessGroup = Group
 __version__ = "0.1.0"
+
+# torch.distributed.init_process_group("meshcomm") works once torch is
+# imported; torch is optional and never imported just for this.
+_register_torch_backend()
 
 __all__ = [
     "AbortedError", "AuthenticationError", "Backend", "CollectiveMismatchError", "CommTimeoutError",

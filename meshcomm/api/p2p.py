@@ -53,7 +53,7 @@ class P2PWork:
     def source_rank(self) -> int:
         """Global rank the message came from (for receives from any source)."""
         self.wait()
-        return self._group.global_rank(self._handle.source)
+        return self._handle.source  # the transport counts in global ranks already
 
     def _source_rank(self) -> int:
         return self.source_rank()

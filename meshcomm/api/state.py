@@ -32,17 +32,20 @@ def is_initialized() -> bool:
 
 def resolve_group(group, member: bool = True) -> Group:
     """The Group for `group` (None = world); ValueError if this rank is outside it."""
-    rt = runtime()
     if group is None:
-        return rt.world
+        return runtime().world
     if group is GroupMember.NON_GROUP_MEMBER:
-        raise ValueError(f"rank {rt.rank} is not a member of this group (new_group returned NON_GROUP_MEMBER)")
+        raise ValueError(f"rank {runtime().rank} is not a member of this group (new_group returned NON_GROUP_MEMBER)")
     if not isinstance(group, Group):
         raise TypeError(f"group must be a group from new_group()/split_group() or None, got {type(group).__name__}")
-    if group.destroyed or group.runtime is not rt:
+    # A group carries its own runtime: the torch backend's groups work without
+    # meshcomm.init_process_group. Closing a runtime destroys all its groups.
+    if group.destroyed:
         raise ValueError(f"group {group.group_name!r} was destroyed")
     if member and group.rank < 0:
-        raise ValueError(f"rank {rt.rank} is not in group {group.group_name!r} (ranks {list(group.ranks)})")
+        raise ValueError(
+            f"rank {group.runtime.rank} is not in group {group.group_name!r} (ranks {list(group.ranks)})"
+        )
     return group
 
 

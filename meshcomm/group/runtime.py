@@ -65,11 +65,21 @@ class Runtime:
             sample = buffers.get("output")
         return choose(problem, sample.itemsize if sample is not None else 1, DEFAULT)
 
-    def new_group(self, ranks: tuple[int, ...], timeout: float | None, name: str | None) -> Group:
-        """Every rank calls this in the same order (torch's rule), so ids agree without talking."""
+    def new_group(
+        self, ranks: tuple[int, ...], timeout: float | None, name: str | None, group_id: int | None = None
+    ) -> Group:
+        """Every rank calls this in the same order (torch's rule), so ids agree without talking.
+
+        A caller whose ranks do not all call it (torch creates a sub-group's
+        backend on its members only) passes a group_id it derived identically
+        on every member instead.
+        """
         with self._lock:
-            group_id = self._next_group_id
-            self._next_group_id += 1
+            if group_id is None:
+                group_id = self._next_group_id
+                self._next_group_id += 1
+            elif group_id in self.groups:
+                raise ValueError(f"group_id {group_id} is already used by group {self.groups[group_id].group_name!r}")
         group = Group(self, ranks, group_id, name or str(group_id), self.timeout if timeout is None else timeout)
         self.groups[group_id] = group
         return group

@@ -142,6 +142,23 @@ def test_receive_from_any_source_reports_the_sender(cluster):
     assert cluster.run(any_source)[0] == list(range(1, cluster.size))
 
 
+def any_source_in_a_sub_group() -> int | None:
+    """In a group of the last two ranks, the second receives from any source: the sender's global rank comes back."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    pair = dist.new_group([size - 2, size - 1])
+    if rank == size - 2:
+        dist.send(np.array([rank]), group=pair, group_dst=1)
+    elif rank == size - 1:
+        got = np.zeros(1, dtype=np.int64)
+        return dist.recv(got, group=pair)
+    return None
+
+
+@pytest.mark.parametrize("size", [3, 4])  # group ranks differ from global ranks
+def test_receive_from_any_source_in_a_sub_group_reports_the_global_rank(size):
+    assert get_cluster(size).run(any_source_in_a_sub_group)[-1] == size - 2
+
+
 def test_batch_isend_irecv_ring(cluster):
     assert all(cluster.run(batch_ring))
 

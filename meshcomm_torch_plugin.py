@@ -1,0 +1,41 @@
+"""torch's entry point for meshcomm: registers the "meshcomm" torch.distributed backend without importing meshcomm.
+
+torch calls `autoload()` at the end of `import torch` (entry point group
+"torch.backends", declared in pyproject.toml). Importing the meshcomm
+package there would add about 100 ms (numpy and the algorithms) to every
+`import torch`; this module costs well under a millisecond, and meshcomm
+loads only when a "meshcomm" group is created.
+"""
+
+from __future__ import annotations
+
+BACKEND_NAME = "meshcomm"
+
+
+def register() -> bool:
+    """Register the backend with torch.distributed (again is harmless); False when torch has no distributed support."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return False
+    if BACKEND_NAME in dist.Backend.backend_list:
+        return True
+    # devices must be a list: torch iterates it, and a bare "cpu" would be read letter by letter.
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
+    return True
+
+
+def _create(opts, pg_options=None):
+    from meshcomm.torch_backend.creator import create  # meshcomm loads here, not at import torch
+
+    return create(opts, pg_options)
+
+
+def autoload() -> None:
+    """Called by torch as it finishes importing; a failure must not make torch itself unimportable."""
+    try:
+        register()
+    except Exception as exc:  # noqa: BLE001 (torch must stay importable)
+        import warnings
+
+        warnings.warn(f"meshcomm could not register its torch.distributed backend: {exc!r}", stacklevel=2)

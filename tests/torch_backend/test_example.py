@@ -1,0 +1,52 @@
+"""Launchers: examples/ddp_train.py on 4 ranks under `meshcomm run` and torchrun (same losses), and torch.multiprocessing.spawn."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+
+from tests.cluster import free_port  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
+STEPS = "60"
+
+
+def _losses(command: list[str]) -> list[tuple[int, float]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env["OMP_NUM_THREADS"] = "1"
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    found = re.findall(r"step +(\d+) +loss ([0-9.]+)", done.stdout)
+    return [(int(step), float(loss)) for step, loss in found]
+
+
+@pytest.fixture(scope="module")
+def meshcomm_run() -> list[tuple[int, float]]:
+    return _losses([sys.executable, "-m", "meshcomm", "run", "-n", "4", str(EXAMPLE), "--steps", STEPS])
+
+
+def test_example_trains_under_meshcomm_run(meshcomm_run):
+    assert [step for step, _ in meshcomm_run] == [1, 50, 60]
+    assert meshcomm_run[-1][1] < meshcomm_run[0][1] / 4
+
+
+def test_example_gives_the_same_losses_under_torchrun(meshcomm_run):
+    torchrun = _losses([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+                        "--master-port", str(free_port()), str(EXAMPLE), "--steps", STEPS])
+    assert torchrun == meshcomm_run
+
+
+def test_ranks_started_by_torch_multiprocessing_spawn():
+    program = Path(__file__).with_name("spawn_program.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    done = subprocess.run([sys.executable, str(program), "2", str(free_port())], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(0, [3.0, 3.0]), (1, [3.0, 3.0])]"
