@@ -48,16 +48,15 @@ SURVIVOR_AND_VICTIM = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("transport", ["auto", "tcp"])
-@pytest.mark.parametrize("mode", ["recv", "mid_all_reduce"])
-def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> None:
+def run_pair(tmp_path, source: str, args: list[str], transport: str) -> tuple[list[subprocess.Popen], str, str]:
+    """Run `source` as ranks 0 and 1 meeting through rank 0's store; both are reaped. Returns rank 0's output."""
     script = tmp_path / "job.py"
-    script.write_text(SURVIVOR_AND_VICTIM)
+    script.write_text(source)
     base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
-                MESHCOMM_TOKEN="death-test", MESHCOMM_TRANSPORT=transport)
+                MESHCOMM_TOKEN="pair-test", MESHCOMM_TRANSPORT=transport)
     procs = [
-        subprocess.Popen([sys.executable, str(script), mode], env={**base, "RANK": str(rank)},
+        subprocess.Popen([sys.executable, str(script), *args], env={**base, "RANK": str(rank)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in (0, 1)
     ]
@@ -69,6 +68,13 @@ def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> 
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+    return procs, out, err
+
+
+@pytest.mark.parametrize("transport", ["auto", "tcp"])
+@pytest.mark.parametrize("mode", ["recv", "mid_all_reduce"])
+def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> None:
+    procs, out, err = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], transport)
     assert procs[1].returncode == -9
     assert out.startswith("PeerLostError peer=1 "), out + err
     print(out)
@@ -106,22 +112,5 @@ SENDER_THAT_LEAVES = textwrap.dedent(
 
 @pytest.mark.parametrize("transport", ["auto", "tcp"])
 def test_a_message_sent_before_the_sender_left_is_still_received(tmp_path, transport: str) -> None:
-    script = tmp_path / "job.py"
-    script.write_text(SENDER_THAT_LEAVES)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
-    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
-                MESHCOMM_TOKEN="leave-test", MESHCOMM_TRANSPORT=transport)
-    procs = [
-        subprocess.Popen([sys.executable, str(script)], env={**base, "RANK": str(rank)},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for rank in (0, 1)
-    ]
-    try:
-        out, err = procs[0].communicate(timeout=90)
-        procs[1].wait(timeout=30)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+    _, out, err = run_pair(tmp_path, SENDER_THAT_LEAVES, [], transport)
     assert out.strip() == "received True", out + err
