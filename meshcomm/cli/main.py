@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("start N processes of a program as one meshcomm (or torchrun-style) job", "meshcomm.cli.run"),
     "store": ("serve a standalone rendezvous store (MESHCOMM_STORE=external jobs connect to it)", "meshcomm.cli.store"),
     "bench": ("time collectives nccl-tests style, alone or beside gloo and MPICH (--compare)", "meshcomm.cli.bench"),
+    "explain": ("draw a collective's algorithm step by step: text, svg, png or an html page", "meshcomm.cli.explain"),
 }
 
 
