@@ -12,6 +12,7 @@ from meshcomm.algorithms import (
     broadcast,
     double_binary_tree,
     gather,
+    hierarchical,
     reduce,
     reduce_scatter,
     scan,
@@ -38,6 +39,7 @@ ALGORITHMS: dict[str, dict[str, Algorithm]] = {
         "rabenseifner": all_reduce.rabenseifner,
         "binomial": all_reduce.binomial,
         "double_binary_tree": double_binary_tree.all_reduce,
+        "hierarchical": hierarchical.all_reduce,
     },
     "all_gather": {
         "ring": all_gather.ring,

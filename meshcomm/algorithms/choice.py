@@ -14,6 +14,9 @@ from meshcomm.algorithms.problem import Problem
 SMALL_BYTES = 64 << 10
 
 _FEWEST_STEPS = {"all_reduce": "recursive_doubling"}
+# When the group spans hosts, large messages take the node-aware algorithm: the links
+# between hosts are the slow ones, and it puts the fewest bytes on them.
+_ACROSS_HOSTS = {"all_reduce": "hierarchical"}
 
 
 def parse_override(text: str, known: dict[str, dict], source: str = "MESHCOMM_ALGO",
@@ -44,4 +47,6 @@ def choose(problem: Problem, itemsize: int, default: dict[str, str]) -> str:
     fast = _FEWEST_STEPS.get(problem.collective)
     if fast is not None and problem.nranks > 1 and problem.counts[0] * itemsize <= SMALL_BYTES:
         return fast
+    if problem.hosts and problem.collective in _ACROSS_HOSTS:
+        return _ACROSS_HOSTS[problem.collective]
     return default[problem.collective]

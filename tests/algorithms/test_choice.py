@@ -17,6 +17,13 @@ def test_small_all_reduce_takes_fewest_steps_large_takes_the_default() -> None:
     assert choose(Problem("broadcast", 4, (1,)), 4, DEFAULT) == DEFAULT["broadcast"]
 
 
+def test_large_all_reduce_across_hosts_takes_the_hierarchical_algorithm() -> None:
+    count = SMALL_BYTES // 4 + 1
+    assert choose(Problem("all_reduce", 4, (count,), hosts=(0, 0, 1, 1)), 4, DEFAULT) == "hierarchical"
+    assert choose(Problem("all_reduce", 4, (4,), hosts=(0, 0, 1, 1)), 4, DEFAULT) == "recursive_doubling"
+    assert choose(Problem("broadcast", 4, (count,), hosts=(0, 0, 1, 1)), 4, DEFAULT) == DEFAULT["broadcast"]
+
+
 def test_override_by_bare_name_applies_to_every_collective_that_has_it() -> None:
     chosen = parse_override("ring", ALGORITHMS)
     assert chosen == {c: "ring" for c, names in ALGORITHMS.items() if "ring" in names}
