@@ -31,6 +31,7 @@ ALGORITHMS: dict[str, dict[str, Algorithm]] = {
         "chain": broadcast.chain,
         "scatter_ring": broadcast.scatter_ring,
         "scatter_recursive_doubling": broadcast.scatter_recursive_doubling,
+        "hierarchical": hierarchical.broadcast,
     },
     "reduce": {"binomial": reduce.binomial, "rabenseifner": reduce.rabenseifner},
     "all_reduce": {
@@ -45,11 +46,13 @@ ALGORITHMS: dict[str, dict[str, Algorithm]] = {
         "ring": all_gather.ring,
         "recursive_doubling": all_gather.recursive_doubling,
         "bruck": all_gather.bruck,
+        "hierarchical": hierarchical.all_gather,
     },
     "reduce_scatter": {
         "ring": reduce_scatter.ring,
         "recursive_halving": reduce_scatter.recursive_halving,
         "pairwise": reduce_scatter.pairwise,
+        "hierarchical": hierarchical.reduce_scatter,
     },
     "gather": {"linear": gather.linear, "binomial": gather.binomial},
     "scatter": {"linear": scatter.linear, "binomial": scatter.binomial},

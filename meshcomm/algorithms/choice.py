@@ -14,9 +14,12 @@ from meshcomm.algorithms.problem import Problem
 SMALL_BYTES = 64 << 10
 
 _FEWEST_STEPS = {"all_reduce": "recursive_doubling"}
-# When the group spans hosts, large messages take the node-aware algorithm: the links
-# between hosts are the slow ones, and it puts the fewest bytes on them.
-_ACROSS_HOSTS = {"all_reduce": "hierarchical"}
+# When the group spans hosts, large all_reduces and broadcasts take the node-aware
+# algorithms: the links between hosts are the slow ones, and they put the fewest bytes
+# on them. The one-leader all_gather and reduce_scatter lost to the ring at 16 MiB
+# across 2 namespaces with 1 Gbit/s links (benchmarks/multihost.py), so they wait for
+# the cost model.
+_ACROSS_HOSTS = {"all_reduce": "hierarchical", "broadcast": "hierarchical"}
 
 
 def parse_override(text: str, known: dict[str, dict], source: str = "MESHCOMM_ALGO",

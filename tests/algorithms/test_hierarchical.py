@@ -1,4 +1,4 @@
-"""Hierarchical all-reduce: right on every host layout, and frugal with the links between hosts."""
+"""Hierarchical collectives: right on every host layout, and frugal with the links between hosts."""
 
 from __future__ import annotations
 
@@ -23,6 +23,23 @@ def test_hierarchical_all_reduce_is_right_on_every_host_layout(in_place: bool) -
     for hosts in LAYOUTS:
         for count in COUNTS:
             check(Problem("all_reduce", len(hosts), (count,), hosts=hosts), "hierarchical", in_place=in_place)
+
+
+def layout_problems(collective: str, hosts: tuple) -> list[Problem]:
+    n = len(hosts)
+    if collective == "broadcast":
+        return [Problem(collective, n, (count,), root=root, hosts=hosts) for root in range(n) for count in (0, 7)]
+    uneven = tuple((r * 3 + 1) % 4 for r in range(n))  # includes ranks with empty blocks
+    return [Problem(collective, n, counts, hosts=hosts) for counts in (uneven, (5,) * n)]
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "all_gather", "reduce_scatter"])
+def test_hierarchical_leader_algorithms_are_right_on_every_host_layout(collective: str) -> None:
+    for hosts in LAYOUTS:
+        for problem in layout_problems(collective, hosts):
+            check(problem, "hierarchical", in_place=False)
+            if collective == "broadcast":
+                check(problem, "hierarchical", in_place=True)
 
 
 def test_without_hosts_it_is_right_too() -> None:
@@ -56,3 +73,19 @@ def test_each_host_puts_two_h_minus_one_over_h_of_the_buffer_on_its_link(hosts: 
 def test_hosts_must_name_a_host_for_every_rank() -> None:
     with pytest.raises(ValueError, match="hosts must give a host index >= 0 for each of 3 ranks"):
         Problem("all_reduce", 3, (4,), hosts=(0, 1))
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "all_gather", "reduce_scatter"])
+def test_leader_algorithms_cross_each_link_with_the_least_data(collective: str) -> None:
+    hosts, per_host, block = 3, 4, 10
+    layout = tuple(r % hosts for r in range(hosts * per_host))  # hosts interleave in rank order
+    n = len(layout)
+    counts = (block * n,) if collective == "broadcast" else (block,) * n
+    problem = Problem(collective, n, counts, root=5, hosts=layout)
+    sent = cross_host_elements(problem, "hierarchical")
+    if collective == "broadcast":
+        # Every other host receives the buffer exactly once.
+        assert sum(sent.values()) == (hosts - 1) * block * n
+    else:
+        # Each host sends the other hosts' share of its data once: (H - 1) host blocks, in ring order.
+        assert sent == {h: (hosts - 1) * per_host * block for h in range(hosts)}

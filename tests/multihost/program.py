@@ -34,18 +34,20 @@ def main() -> None:
         dist.all_reduce(x, algorithm=algorithm)
         expect(x, sum(inputs), f"all_reduce {algorithm}")
 
-    x = inputs[rank].copy()
-    dist.broadcast(x, src=size - 1)  # from the last host
-    expect(x, inputs[size - 1], "broadcast")
+    for algorithm in (None, "binomial", "hierarchical"):
+        x = inputs[rank].copy()
+        dist.broadcast(x, src=size - 1, algorithm=algorithm)  # from the last host
+        expect(x, inputs[size - 1], f"broadcast {algorithm}")
 
-    out = np.empty((size, 16), dtype=np.int32)
-    dist.all_gather_into_tensor(out, np.full(16, rank, dtype=np.int32))
-    expect(out, np.repeat(np.arange(size, dtype=np.int32)[:, None], 16, axis=1), "all_gather")
+    for algorithm in (None, "ring", "hierarchical"):
+        out = np.empty((size, 16), dtype=np.int32)
+        dist.all_gather_into_tensor(out, np.full(16, rank, dtype=np.int32), algorithm=algorithm)
+        expect(out, np.repeat(np.arange(size, dtype=np.int32)[:, None], 16, axis=1), f"all_gather {algorithm}")
 
-    out = np.empty(8, dtype=np.float32)
-    dist.reduce_scatter_tensor(out, np.arange(8 * size, dtype=np.float32) + rank)
-    expect(out, sum(np.arange(8 * size, dtype=np.float32)[8 * rank:8 * rank + 8] + r for r in range(size)),
-           "reduce_scatter")
+        out = np.empty(8, dtype=np.float32)
+        dist.reduce_scatter_tensor(out, np.arange(8 * size, dtype=np.float32) + rank, algorithm=algorithm)
+        expect(out, sum(np.arange(8 * size, dtype=np.float32)[8 * rank:8 * rank + 8] + r for r in range(size)),
+               f"reduce_scatter {algorithm}")
 
     # Uneven all_to_all: rank r sends j + 1 elements to rank j, each valued 100 r + j.
     send = np.concatenate([np.full(j + 1, 100 * rank + j, dtype=np.int64) for j in range(size)])

@@ -43,7 +43,7 @@ def test_collectives_across_hosts_use_tcp_between_and_shared_memory_within(hosts
         assert record["host"] == host
         same_host = [r for r in range(size) if r // ranks_per_host == host and r != rank]
         assert record["shm_peers"] == (same_host if shm.available() else []), f"rank {rank}"
-        assert record["checks"] == (13 if rank % ranks_per_host == 0 else 12)
+        assert record["checks"] == (19 if rank % ranks_per_host == 0 else 18)
 
 
 def test_a_rate_limited_link_still_carries_the_job() -> None:
