@@ -1,0 +1,88 @@
+"""A transport wrapper that records every message a rank sends or receives.
+
+It is put in front of the real transport only when tracing is on, so the
+untraced path does not pay for it. A message's event starts when it is posted
+(or, inside a schedule step, when the step starts, so that all of a step's
+messages nest inside it) and ends when the rank first sees its handle done.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from meshcomm.trace.writer import TraceWriter
+
+_KINDS = {1: "p2p", 2: "collective"}
+
+
+class TracedTransport:
+    def __init__(self, transport, writer: TraceWriter) -> None:
+        self._transport = transport
+        self._writer = writer
+        self._local = threading.local()  # each thread records the handles it posted
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+    def isend(self, peer, payload, key, *fingerprint):
+        posted = self._writer.now()
+        handle = self._transport.isend(peer, payload, key, *fingerprint)
+        self._pending().append((handle, key, posted))
+        self._sweep()
+        return handle
+
+    def irecv(self, peer, buffer, key, *fingerprint):
+        posted = self._writer.now()
+        handle = self._transport.irecv(peer, buffer, key, *fingerprint)
+        self._pending().append((handle, key, posted))
+        self._sweep()
+        return handle
+
+    def wait(self, handles, timeout=None) -> None:
+        try:
+            self._transport.wait(handles, timeout)
+        finally:
+            self._sweep()
+
+    def progress(self, timeout: float) -> None:
+        self._transport.progress(timeout)
+        self._sweep()
+
+    def test(self, handle) -> bool:
+        done = self._transport.test(handle)
+        self._sweep()
+        return done
+
+    def _pending(self) -> list:
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
+            pending = self._local.pending = []
+        return pending
+
+    def _sweep(self) -> None:
+        """Write an event for each of this thread's messages that has completed."""
+        pending = self._pending()
+        if not any(entry[0].done for entry in pending):
+            return
+        writer = self._writer
+        step_start = writer.step_start
+        rank = self._transport.rank
+        keep = []
+        for handle, key, posted in pending:
+            if not handle.done:
+                keep.append((handle, key, posted))
+                continue
+            end = writer.now()
+            sending = handle.kind == "send"
+            peer = handle.peer if sending else handle.source if handle.source is not None else handle.peer
+            kind = _KINDS.get(key.kind, str(key.kind))
+            args = {
+                "peer": peer, "bytes": handle.nbytes, "kind": kind, "group": key.group,
+                "seq" if kind == "collective" else "tag": key.seq, "step": key.step,
+                "src": rank if sending else peer, "dst": peer if sending else rank,
+                "posted": posted, "failed": handle.error is not None,
+            }
+            start = posted if step_start is None else step_start
+            arrow = "->" if sending else "<-"
+            writer.complete(handle.kind, f"{handle.kind} {arrow} {peer}", start, end, args)
+        pending[:] = keep
