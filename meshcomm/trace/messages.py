@@ -75,14 +75,18 @@ class TracedTransport:
             end = writer.now()
             sending = handle.kind == "send"
             peer = handle.peer if sending else handle.source if handle.source is not None else handle.peer
+            src, dst = (rank, peer) if sending else (peer, rank)
             kind = _KINDS.get(key.kind, str(key.kind))
-            args = {
-                "peer": peer, "bytes": handle.nbytes, "kind": kind, "group": key.group,
-                "seq" if kind == "collective" else "tag": key.seq, "step": key.step,
-                "src": rank if sending else peer, "dst": peer if sending else rank,
-                "posted": posted, "failed": handle.error is not None,
-            }
+            number = "seq" if kind == "collective" else "tag"
+            args = (  # all numbers but `kind`, so formatting them is enough (see TraceWriter.complete)
+                f'{{"peer":{_number(peer)},"bytes":{handle.nbytes},"kind":"{kind}","group":{key.group},'
+                f'"{number}":{key.seq},"step":{key.step},"src":{_number(src)},"dst":{_number(dst)},'
+                f'"posted":{posted},"failed":{"true" if handle.error is not None else "false"}}}'
+            )
             start = posted if step_start is None else step_start
-            arrow = "->" if sending else "<-"
-            writer.complete(handle.kind, f"{handle.kind} {arrow} {peer}", start, end, args)
+            writer.complete(handle.kind, f"{handle.kind} {'->' if sending else '<-'} {peer}", start, end, args)
         pending[:] = keep
+
+
+def _number(rank: int | None) -> str:
+    return "null" if rank is None else str(rank)

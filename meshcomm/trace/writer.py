@@ -17,6 +17,7 @@ import time
 
 FORMAT = "meshcomm-trace-1"
 _FLUSH_SECONDS = 1.0
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def file_name(rank: int) -> str:
@@ -64,15 +65,22 @@ class TraceWriter:
     def step_start(self, start: int | None) -> None:
         self._local.step_start = start
 
-    def complete(self, category: str, name: str, start: int, end: int, args: dict, tid: int | None = None) -> None:
-        """A complete ("X") event from `start` to `end` (ns) on this thread's track."""
-        self._write({
-            "ph": "X", "cat": category, "name": name, "ts": start, "dur": max(end - start, 0),
-            "pid": self.rank, "tid": self.tid() if tid is None else tid, "args": args,
-        })
+    def complete(self, category: str, name: str, start: int, end: int, args: dict | str) -> None:
+        """A complete ("X") event from `start` to `end` (ns) on this thread's track.
+
+        `args` may come already encoded as a JSON object: a message's event is
+        written on the traced hot path, where json.dumps would be most of its cost.
+        """
+        encoded = args if isinstance(args, str) else _encode(args)
+        self._write_line(
+            f'{{"ph":"X","cat":"{category}","name":"{name}","ts":{start},"dur":{max(end - start, 0)},'
+            f'"pid":{self.rank},"tid":{self.tid()},"args":{encoded}}}\n'
+        )
 
     def _write(self, event: dict) -> None:
-        line = json.dumps(event, separators=(",", ":")) + "\n"
+        self._write_line(_encode(event) + "\n")
+
+    def _write_line(self, line: str) -> None:
         with self._lock:
             if self._file.closed:
                 return
