@@ -80,11 +80,10 @@ def _run_traced(call: Call, transport) -> None:
     where = {"group": call.group_name, "group_id": call.group_id, "seq": call.seq, "algorithm": schedule.algorithm}
 
     def traced_step(call, transport, buffers, dtype, index, step, deadline) -> None:
-        trace.step_start = start = trace.now()
+        start = trace.now()
         try:
             _run_step(call, transport, buffers, dtype, index, step, deadline)
         finally:
-            trace.step_start = None
             messages = sum(1 for op in schedule.steps[index] if not isinstance(op, (Copy, Reduce)))
             trace.complete("step", f"step {index}", start, trace.now(), {**where, "step": index, "messages": messages})
 

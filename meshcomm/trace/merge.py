@@ -1,11 +1,18 @@
 """Merges the per-rank files of one traced job into one Chrome trace with send→recv arrows.
 
 The result opens in Perfetto (ui.perfetto.dev) and chrome://tracing: one
-process track per rank ("rank 3"), one thread track per thread that
-communicated, timestamps in microseconds from the job's first event. Each
-send is linked to the receive that took its bytes by a flow ("bind_id" with
-"flow_out" on the send slice and "flow_in" on the receive slice), which the
-viewers draw as an arrow.
+process track per rank ("rank 3"); on it a track per thread that ran
+collectives (operations with their steps nested inside) and, below each, as
+many "messages" tracks as it had messages in flight at once, because
+messages overlap without nesting and a track's slices must nest. Timestamps
+are microseconds from the job's first event.
+
+Each send is linked to the receive that took its bytes by a flow: a flow start
+("s") inside the send slice, near its start (the data cannot leave before it is
+posted), and a flow end ("f", bound to the enclosing slice) inside the receive
+slice, near its end (when the receiver saw the data). The viewers bind flow
+events to the slice open on their track at their time, which is why each
+message has a track of its own at that moment; they draw the flow as an arrow.
 
 A send and a receive match when they carry the same message key (kind, group,
 sequence number or tag, step) between the same two ranks; several messages
@@ -80,14 +87,13 @@ def merge(directory: str) -> Merged:
     for event in slices:
         event["ts"] = _microseconds(event["ts"] - origin)
         event["dur"] = _microseconds(event["dur"])
-        if "posted" in event["args"]:
-            event["args"]["posted"] = _microseconds(event["args"]["posted"] - origin)
-    arrows, unmatched = _link(slices)
-    # Parents first where slices start together (an operation, its first step
-    # and that step's messages): viewers nest equal-start slices in file order.
+    metadata += _message_lanes(slices, metadata)
+    flows, arrows, unmatched = _link(slices)
+    # Parents first where slices start together (an operation and its first
+    # step): viewers nest equal-start slices in file order.
     slices.sort(key=lambda event: (event["pid"], event["tid"], event["ts"], -event["dur"]))
     trace = {
-        "traceEvents": metadata + slices,
+        "traceEvents": metadata + slices + flows,
         "displayTimeUnit": "ns",
         "otherData": {"generator": "meshcomm trace merge", "origin_unix_ns": origin, "ranks": list(files)},
     }
@@ -98,24 +104,52 @@ def _microseconds(nanoseconds: int) -> float:
     return round(nanoseconds / 1000, 3)
 
 
-def _link(slices: list[dict]) -> tuple[int, int]:
-    """Bind each send to its receive with a flow id; returns (arrows, messages left unmatched)."""
+_LANES_PER_THREAD = 1000
+
+
+def _message_lanes(slices: list[dict], metadata: list[dict]) -> list[dict]:
+    """Move each message to the first free "messages" track of its thread; returns those tracks' names."""
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in metadata if e.get("name") == "thread_name"}
+    lane_ends: dict[tuple[int, int], list[float]] = defaultdict(list)  # (pid, tid) -> end of each lane's last slice
+    messages = sorted((e for e in slices if e["cat"] in ("send", "recv")), key=lambda e: (e["pid"], e["tid"], e["ts"]))
+    for event in messages:
+        ends = lane_ends[(event["pid"], event["tid"])]
+        lane = next((i for i, end in enumerate(ends) if end <= event["ts"]), len(ends))
+        if lane == len(ends):
+            ends.append(0.0)
+        ends[lane] = event["ts"] + event["dur"]
+        event["tid"] = (event["tid"] + 1) * _LANES_PER_THREAD + lane
+    lanes = []
+    for (pid, tid), ends in sorted(lane_ends.items()):
+        for lane in range(len(ends)):
+            lane_tid = (tid + 1) * _LANES_PER_THREAD + lane
+            name = f"{names.get((pid, tid), f'thread {tid}')} messages {lane + 1}"
+            lanes.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": lane_tid, "args": {"name": name}})
+            lanes.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": lane_tid, "args": {"sort_index": lane_tid}})
+    return lanes
+
+
+def _link(slices: list[dict]) -> tuple[list[dict], int, int]:
+    """A flow from each send to its receive; returns (flow events, arrows, messages left unmatched)."""
     ends: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: {"send": [], "recv": []})
     for event in slices:
-        if event.get("cat") in ("send", "recv"):
+        if event["cat"] in ("send", "recv"):
             args = event["args"]
             key = (args["kind"], args["group"], args.get("seq", args.get("tag")), args["step"], args["src"], args["dst"])
             ends[key][event["cat"]].append(event)
-    arrows = unmatched = 0
+    flows, unmatched = [], 0
     for pair in ends.values():
-        sends = sorted(pair["send"], key=lambda event: event["args"]["posted"])
-        recvs = sorted(pair["recv"], key=lambda event: event["args"]["posted"])
+        sends = sorted(pair["send"], key=lambda event: event["ts"])  # posting order
+        recvs = sorted(pair["recv"], key=lambda event: event["ts"])
         for send, recv in zip(sends, recvs):
-            arrows += 1
-            send.update(bind_id=arrows, flow_out=True)
-            recv.update(bind_id=arrows, flow_in=True)
+            arrow = len(flows) // 2 + 1
+            inside_send = round(send["ts"] + min(send["dur"], 1.0) / 2, 3)
+            inside_recv = round(recv["ts"] + recv["dur"] - min(recv["dur"], 1.0) / 2, 3)
+            common = {"cat": "message", "name": "message", "id": arrow}
+            flows.append({"ph": "s", "pid": send["pid"], "tid": send["tid"], "ts": inside_send, **common})
+            flows.append({"ph": "f", "bp": "e", "pid": recv["pid"], "tid": recv["tid"], "ts": inside_recv, **common})
         unmatched += abs(len(sends) - len(recvs))
-    return arrows, unmatched
+    return flows, len(flows) // 2, unmatched
 
 
 def write(merged: Merged, output: str) -> None:

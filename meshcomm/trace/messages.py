@@ -2,8 +2,8 @@
 
 It is put in front of the real transport only when tracing is on, so the
 untraced path does not pay for it. A message's event starts when it is posted
-(or, inside a schedule step, when the step starts, so that all of a step's
-messages nest inside it) and ends when the rank first sees its handle done.
+and ends when the rank first sees its handle done (the transport is asked
+after every call that can make progress).
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ class TracedTransport:
         if not any(entry[0].done for entry in pending):
             return
         writer = self._writer
-        step_start = writer.step_start
         rank = self._transport.rank
         keep = []
         for handle, key, posted in pending:
@@ -81,10 +80,9 @@ class TracedTransport:
             args = (  # all numbers but `kind`, so formatting them is enough (see TraceWriter.complete)
                 f'{{"peer":{_number(peer)},"bytes":{handle.nbytes},"kind":"{kind}","group":{key.group},'
                 f'"{number}":{key.seq},"step":{key.step},"src":{_number(src)},"dst":{_number(dst)},'
-                f'"posted":{posted},"failed":{"true" if handle.error is not None else "false"}}}'
+                f'"failed":{"true" if handle.error is not None else "false"}}}'
             )
-            start = posted if step_start is None else step_start
-            writer.complete(handle.kind, f"{handle.kind} {'->' if sending else '<-'} {peer}", start, end, args)
+            writer.complete(handle.kind, f"{handle.kind} {'->' if sending else '<-'} {peer}", posted, end, args)
         pending[:] = keep
 
 

@@ -56,15 +56,6 @@ class TraceWriter:
             self._write({"ph": "M", "name": "thread_name", "pid": self.rank, "tid": tid, "args": {"name": name}})
         return tid
 
-    # The step a thread is running, so that the messages it posts start with it.
-    @property
-    def step_start(self) -> int | None:
-        return getattr(self._local, "step_start", None)
-
-    @step_start.setter
-    def step_start(self, start: int | None) -> None:
-        self._local.step_start = start
-
     def complete(self, category: str, name: str, start: int, end: int, args: dict | str) -> None:
         """A complete ("X") event from `start` to `end` (ns) on this thread's track.
 

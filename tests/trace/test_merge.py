@@ -12,21 +12,21 @@ from meshcomm.trace.merge import merge
 from meshcomm.trace.writer import TraceWriter
 
 
-def message(writer: TraceWriter, kind: str, src: int, dst: int, start: int, posted: int) -> None:
+def message(writer: TraceWriter, kind: str, src: int, dst: int, posted: int) -> None:
     peer = dst if kind == "send" else src
     args = {"peer": peer, "bytes": 8, "kind": "p2p", "group": 0, "tag": 5, "step": 0, "src": src, "dst": dst,
-            "posted": posted, "failed": False}
-    writer.complete(kind, f"{kind} {peer}", start, start + 1000, args)
+            "failed": False}
+    writer.complete(kind, f"{kind} {peer}", posted, posted + 1000, args)
 
 
 def two_ranks(directory: Path) -> None:
     """Rank 0 sends two messages with one key to rank 1, which posted its receives in order."""
     sender, receiver = TraceWriter(str(directory), 0), TraceWriter(str(directory), 1)
     base = sender.now()
-    message(sender, "send", 0, 1, base + 5000, posted=base + 5000)  # written out of posting order
-    message(sender, "send", 0, 1, base, posted=base)
-    message(receiver, "recv", 0, 1, base + 100, posted=base + 100)
-    message(receiver, "recv", 0, 1, base + 5100, posted=base + 5100)
+    message(sender, "send", 0, 1, base + 5000)  # written out of posting order
+    message(sender, "send", 0, 1, base)
+    message(receiver, "recv", 0, 1, base + 100)
+    message(receiver, "recv", 0, 1, base + 5100)
     sender.close()
     receiver.close()
 
@@ -35,11 +35,12 @@ def test_messages_with_one_key_match_in_posting_order(tmp_path: Path) -> None:
     two_ranks(tmp_path)
     merged = merge(str(tmp_path))
     assert (merged.ranks, merged.arrows, merged.unmatched, merged.torn_lines) == ([0, 1], 2, 0, 0)
-    slices = [e for e in merged.trace["traceEvents"] if e["ph"] == "X"]
-    pairs = {}
-    for e in slices:
-        pairs.setdefault(e["bind_id"], {})[e["cat"]] = e["ts"]
-    assert sorted((p["send"], p["recv"]) for p in pairs.values()) == [(0.0, 0.1), (5.0, 5.1)]  # µs from the first event
+    flows = {}
+    for e in merged.trace["traceEvents"]:
+        if e["ph"] in ("s", "f"):
+            flows.setdefault(e["id"], {})[e["ph"]] = (e["pid"], e["ts"])
+    # µs from the first event: out of the send near its start, into the receive near its end
+    assert sorted((f["s"], f["f"]) for f in flows.values()) == [((0, 0.5), (1, 0.6)), ((0, 5.5), (1, 5.6))]
 
 
 def test_a_torn_last_line_is_skipped_and_counted(tmp_path: Path) -> None:

@@ -76,20 +76,29 @@ def test_merged_trace_has_a_named_track_per_rank(merged: list[dict]) -> None:
     assert {e["pid"] for e in merged if e["ph"] == "X"} == set(range(RANKS))
 
 
+def enclosing(events: list[dict], flow: dict, category: str) -> list[dict]:
+    return [e for e in slices(events, category) if (e["pid"], e["tid"]) == (flow["pid"], flow["tid"])
+            and e["ts"] < flow["ts"] < e["ts"] + e["dur"]]
+
+
 def test_every_send_has_exactly_one_arrow_to_a_receive_on_its_destination(merged: list[dict]) -> None:
+    starts = {e["id"]: e for e in merged if e["ph"] == "s"}
+    ends = {e["id"]: e for e in merged if e["ph"] == "f"}
     sends, recvs = slices(merged, "send"), slices(merged, "recv")
-    assert sends and len(sends) == len(recvs)
-    by_flow = {r["bind_id"]: r for r in recvs if r.get("flow_in")}
-    assert len(by_flow) == len(recvs)  # every receive is the end of one arrow
-    for send in sends:
-        assert send.get("flow_out") is True
-        recv = by_flow.pop(send["bind_id"])
+    assert sends and len(starts) == len(ends) == len(sends) == len(recvs)
+    seen_sends, seen_recvs = set(), set()
+    for arrow, start in starts.items():
+        [send] = enclosing(merged, start, "send")  # the only slice open on its track at that moment
+        [recv] = enclosing(merged, ends[arrow], "recv")
+        assert ends[arrow]["bp"] == "e" and start["ts"] < ends[arrow]["ts"]  # one host: the data left before it arrived
         assert recv["pid"] == send["args"]["dst"] and send["pid"] == recv["args"]["src"]
         assert recv["args"]["bytes"] == send["args"]["bytes"]
-    assert not by_flow
+        seen_sends.add(id(send))
+        seen_recvs.add(id(recv))
+    assert len(seen_sends) == len(sends) and len(seen_recvs) == len(recvs)
 
 
-def test_steps_nest_inside_their_collective_and_messages_inside_their_step(merged: list[dict]) -> None:
+def test_steps_nest_inside_their_collective_and_messages_lie_within_their_step(merged: list[dict]) -> None:
     collectives, steps = slices(merged, "collective"), slices(merged, "step")
     assert {c["name"] for c in collectives} == {"all_reduce", "broadcast", "all_gather", "barrier"}
     for step in steps:
@@ -98,8 +107,24 @@ def test_steps_nest_inside_their_collective_and_messages_inside_their_step(merge
         assert len(owners) == 1, step
     for message in slices(merged, "send") + slices(merged, "recv"):
         if message["args"]["kind"] == "collective":
-            assert any(within(message, s) and s["args"]["step"] == message["args"]["step"]
-                       and s["args"]["seq"] == message["args"]["seq"] for s in steps), message
+            # on a "messages" track of the thread that ran the step, at a time inside the step
+            assert any(within({**message, "tid": s["tid"]}, s) and message["tid"] // 1000 == s["tid"] + 1
+                       and s["args"]["step"] == message["args"]["step"] and s["args"]["seq"] == message["args"]["seq"]
+                       for s in steps if s["pid"] == message["pid"]), message
+
+
+def test_slices_of_one_track_nest(merged: list[dict]) -> None:
+    tracks: dict[tuple, list[dict]] = {}
+    for event in sorted((e for e in merged if e["ph"] == "X"), key=lambda e: (e["ts"], -e["dur"])):
+        tracks.setdefault((event["pid"], event["tid"]), []).append(event)
+    for events in tracks.values():
+        open_ends: list[float] = []
+        for event in events:
+            while open_ends and open_ends[-1] <= event["ts"]:
+                open_ends.pop()
+            end = event["ts"] + event["dur"]
+            assert not open_ends or end <= open_ends[-1] + 0.002, event
+            open_ends.append(end)
 
 
 def test_ring_all_reduce_shows_its_steps_and_arrows_to_the_next_rank(merged: list[dict]) -> None:
