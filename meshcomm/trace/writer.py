@@ -56,6 +56,10 @@ class TraceWriter:
             self._write({"ph": "M", "name": "thread_name", "pid": self.rank, "tid": tid, "args": {"name": name}})
         return tid
 
+    @staticmethod
+    def encode(args: dict) -> str:
+        return _encode(args)
+
     def complete(self, category: str, name: str, start: int, end: int, args: dict | str) -> None:
         """A complete ("X") event from `start` to `end` (ns) on this thread's track.
 
