@@ -11,8 +11,10 @@ from __future__ import annotations
 import threading
 
 from meshcomm.trace.writer import TraceWriter
+from meshcomm.transport.handle import Handle
+from meshcomm.transport.header import KIND_COLLECTIVE, KIND_P2P, Key
 
-_KINDS = {1: "p2p", 2: "collective"}
+_KINDS = {KIND_P2P: "p2p", KIND_COLLECTIVE: "collective"}
 
 
 class TracedTransport:
@@ -24,21 +26,21 @@ class TracedTransport:
     def __getattr__(self, name: str):
         return getattr(self._transport, name)
 
-    def isend(self, peer, payload, key, *fingerprint):
+    def isend(self, peer: int, payload: memoryview, key: Key, *fingerprint: bytes) -> Handle:
         posted = self._writer.now()
         handle = self._transport.isend(peer, payload, key, *fingerprint)
         self._pending().append((handle, key, posted))
         self._sweep()
         return handle
 
-    def irecv(self, peer, buffer, key, *fingerprint):
+    def irecv(self, peer: int | None, buffer: memoryview, key: Key, *fingerprint: bytes) -> Handle:
         posted = self._writer.now()
         handle = self._transport.irecv(peer, buffer, key, *fingerprint)
         self._pending().append((handle, key, posted))
         self._sweep()
         return handle
 
-    def wait(self, handles, timeout=None) -> None:
+    def wait(self, handles: list[Handle], timeout: float | None = None) -> None:
         try:
             self._transport.wait(handles, timeout)
         finally:
@@ -48,7 +50,7 @@ class TracedTransport:
         self._transport.progress(timeout)
         self._sweep()
 
-    def test(self, handle) -> bool:
+    def test(self, handle: Handle) -> bool:
         done = self._transport.test(handle)
         self._sweep()
         return done
