@@ -40,6 +40,7 @@ class TraceWriter:
         self._write({"ph": "M", "name": "meshcomm_trace", "pid": rank, "args": {"format": FORMAT, "rank": rank}})
         self._write({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         self._write({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
+        self._file.flush()  # a rank that dies at once still leaves a file that merge recognises
 
     def now(self) -> int:
         """Nanoseconds of the wall clock, read from the monotonic clock."""
