@@ -27,7 +27,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_ALGO": ("", "algorithm override: 'ring' or 'all_reduce:ring;broadcast:binomial'"),
     "MESHCOMM_CHUNK_BYTES": ("1048576", "largest piece a message is cut into for pipelining"),
     "MESHCOMM_DEBUG": ("", "INFO prints algorithm choices; DEBUG adds every schedule step"),
-    "MESHCOMM_TRACE": ("", "directory where each rank writes a Chrome trace"),
+    "MESHCOMM_TRACE": ("", "directory where each rank writes its Chrome trace events (rank<N>.jsonl); `meshcomm trace merge DIR` joins them"),
 }
 
 

@@ -92,6 +92,7 @@ class Group:
                 fingerprint=fingerprint,
                 chunk_bytes=settings.chunk_bytes,
                 timeout=self.timeout if timeout is None else timeout,
+                trace=self.runtime.trace,
             )
             executor.run(call, self.runtime.transport)
             return finish() if finish is not None else None
