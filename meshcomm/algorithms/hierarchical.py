@@ -2,53 +2,11 @@
 
 A Problem may say which host each rank of the group is on (`hosts`: a host
 index per rank; empty means one host). Links between hosts are the slow
-ones, so this algorithm sends each byte across them as few times as the
-ring would on a group of one rank per host, and lets every local rank carry
-a share of it (several leaders per host, as NCCL's rings do with one per GPU):
-
-1. Inside each host, a pairwise reduce-scatter to the host's first K ranks,
-   the lanes, where K is the smallest number of ranks any host has: the
-   buffer is cut into K blocks, and in step s local rank i sends block
-   (i + s) mod l to local rank (i + s) mod l (l ranks on the host) if that
-   rank is a lane, and reduces the block it receives into its own. After
-   l - 1 steps lane k holds block k reduced over its host.
-2. Across hosts, lane k of every host runs a ring all-reduce (reduce-scatter,
-   then all-gather) on block k, cut into H pieces for H hosts. The K lanes of
-   a host run their rings side by side, each over its own connections.
-3. Inside each host, a pairwise all-gather from the lanes: in step s lane i
-   sends its finished block to local rank (i + s) mod l.
-
-Every rank works in its output after copying its input there, so the
-algorithm is also right in place. Step numbers are global: phase 2 starts
-after the largest host's phase 1 on every host, so the ranks of a ring agree
-on its steps whatever their hosts' sizes.
-
-Cost for count m, H hosts, l ranks on a host, K lanes: (l_max - 1) + 2 (H - 1)
-+ (l_max - 1) steps. Inside a host each rank sends about m (l - 1) / K
-elements in phase 1 (fewer on non-lanes' sides) and the lanes receive and
-reduce m (l - 1) / K each; across hosts each lane sends 2 m (H - 1) / (H K)
-elements and reduces m (H - 1) / (H K), so a host puts 2 m (H - 1) / H
-elements on its link, as little as any all-reduce can; phase 3 mirrors phase
-1 without reductions. On one host (or without `hosts`) it is a pairwise
-reduce-scatter + all-gather; with one rank per host it is the ring.
-
-The other hierarchical collectives use one leader per host (the root on its
-own host, else the host's first rank):
-
-- broadcast: a binomial tree among the leaders (the root's host first), then
-  a binomial tree inside each host from its leader. Each host receives the
-  m elements once: ceil(log2 H) + ceil(log2 l_max) steps.
-- all_gather: each rank sends its block to its leader; the leaders run a ring
-  all-gather of whole hosts' blocks (a host's blocks need not be contiguous:
-  each moves as its own message); each leader then broadcasts the complete
-  output inside its host by a binomial tree. A host receives the other hosts'
-  blocks once: 1 + (H - 1) + ceil(log2 l_max) steps.
-- reduce_scatter: each rank sends its whole input to its leader, which
-  reduces them in scratch; the leaders run a ring reduce-scatter of whole
-  hosts' blocks; each leader hands every rank of its host its block. A host
-  sends (H - 1) / H of the buffer: (l_max - 1) + (H - 1) + 1 steps (a leader
-  takes one local buffer per step), with l - 1 whole buffers reduced by each leader (cheap in shared memory, and the price of
-  sending nothing twice between hosts).
+ones, so these algorithms send each byte across them as few times as the
+collective allows, and do the rest inside the hosts. Step numbers are
+global: a phase across hosts starts after the largest host's phase inside
+it on every host, so the ranks of a ring agree on its steps whatever their
+hosts' sizes. Each algorithm's docstring gives its phases and cost.
 """
 
 from __future__ import annotations
@@ -95,6 +53,34 @@ class HostLayout:
 
 
 def all_reduce(problem: Problem, rank: int) -> Schedule:
+    """Hierarchical all-reduce: in-host reduce-scatter, one ring per lane across hosts, in-host all-gather.
+
+    Several leaders per host, as NCCL's rings do with one per GPU:
+
+    1. Inside each host, a pairwise reduce-scatter to the host's first K ranks,
+       the lanes, where K is the smallest number of ranks any host has: the
+       buffer is cut into K blocks, and in step s local rank i sends block
+       (i + s) mod l to local rank (i + s) mod l (l ranks on the host) if that
+       rank is a lane, and reduces the block it receives into its own. After
+       l - 1 steps lane k holds block k reduced over its host.
+    2. Across hosts, lane k of every host runs a ring all-reduce (reduce-scatter,
+       then all-gather) on block k, cut into H pieces for H hosts. The K lanes of
+       a host run their rings side by side, each over its own connections.
+    3. Inside each host, a pairwise all-gather from the lanes: in step s lane i
+       sends its finished block to local rank (i + s) mod l.
+
+    Every rank works in its output after copying its input there, so the
+    algorithm is also right in place.
+
+    Cost for count m, H hosts, l ranks on a host, K lanes: (l_max - 1) + 2 (H - 1)
+    + (l_max - 1) steps. Inside a host each rank sends about m (l - 1) / K
+    elements in phase 1 and the lanes receive and reduce m (l - 1) / K each;
+    across hosts each lane sends 2 m (H - 1) / (H K) elements and reduces
+    m (H - 1) / (H K), so a host puts 2 m (H - 1) / H elements on its link, as
+    little as any all-reduce can; phase 3 mirrors phase 1 without reductions.
+    On one host (or without `hosts`) it is a pairwise reduce-scatter +
+    all-gather; with one rank per host it is the ring.
+    """
     check_collective(problem, "all_reduce")
     check_rank(problem, rank)
     if problem.nranks == 1:
@@ -164,6 +150,13 @@ def _tree(builder: StepBuilder, first: int, order: list[int], rank: int, data: l
 
 
 def broadcast(problem: Problem, rank: int) -> Schedule:
+    """Hierarchical broadcast: a binomial tree among one leader per host, then one inside each host.
+
+    A host's leader is the root on the root's host, else the host's first
+    rank; the leaders' tree starts at the root's host. Each host receives the
+    m elements once. Cost: ceil(log2 H) + ceil(log2 l_max) steps; a rank
+    sends m elements once per round in which it has a child.
+    """
     check_collective(problem, "broadcast")
     check_rank(problem, rank)
     if problem.nranks == 1:
@@ -184,6 +177,16 @@ def broadcast(problem: Problem, rank: int) -> Schedule:
 
 
 def all_gather(problem: Problem, rank: int) -> Schedule:
+    """Hierarchical all-gather: gather to each host's leader, a ring of whole hosts, a tree inside each host.
+
+    Each rank sends its block to its host's leader (its first rank); the
+    leaders run a ring all-gather of whole hosts' blocks (a host's blocks need
+    not be contiguous: each moves as its own message); each leader then
+    broadcasts the complete output inside its host by a binomial tree. A host
+    receives the other hosts' blocks once. Cost: 1 + (H - 1) + ceil(log2 l_max)
+    steps; a leader sends (H - 1) hosts' blocks across hosts and the whole
+    output down its host's tree.
+    """
     check_collective(problem, "all_gather")
     check_rank(problem, rank)
     if problem.nranks == 1:
@@ -216,6 +219,16 @@ def all_gather(problem: Problem, rank: int) -> Schedule:
 
 
 def reduce_scatter(problem: Problem, rank: int) -> Schedule:
+    """Hierarchical reduce-scatter: reduce at each host's leader, a ring of whole hosts, hand out the blocks.
+
+    Each rank sends its whole input to its host's leader (its first rank),
+    which reduces them in scratch, one per step (two receives may not reduce
+    into one place in a step); the leaders run a ring reduce-scatter of whole
+    hosts' blocks; each leader hands every rank of its host its block. A host
+    sends (H - 1) / H of the buffer across hosts. Cost: (l_max - 1) + (H - 1) + 1
+    steps, with l - 1 whole buffers reduced by each leader (cheap in shared
+    memory, and the price of sending nothing twice between hosts).
+    """
     check_collective(problem, "reduce_scatter")
     check_rank(problem, rank)
     if problem.nranks == 1:
