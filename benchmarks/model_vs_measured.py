@@ -2,6 +2,7 @@
 
     meshcomm tune -o tuning.json && export MESHCOMM_TUNING=tuning.json
     python benchmarks/model_vs_measured.py [--ranks 2,4] [--sizes 8,1K,64K,1M,16M,64M] [--runs 2] [--json out.jsonl]
+    python benchmarks/model_vs_measured.py --measured out.jsonl      # the same measurements, other parameters
 
 For each rank count, collective and algorithm it runs one `meshcomm bench`
 job over the sizes (the algorithm named with --algo), `--runs` times,
@@ -81,6 +82,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--budget", type=float, default=0.2, help="seconds of timed calls per point and run")
     parser.add_argument("--json", default=None, help="write every (point, algorithm) row as JSON lines")
+    parser.add_argument("--measured", default=None, metavar="JSONL",
+                        help="take the measurements from an earlier --json file instead of running jobs")
     args = parser.parse_args()
     ranks = [int(x) for x in args.ranks.split(",")]
     colls = args.colls.split(",")
@@ -89,7 +92,15 @@ def main() -> int:
     parameters = model.load(path) if path else model.DEFAULTS
     cores = len(os.sched_getaffinity(0))
 
-    times = measure(ranks, colls, sizes, args.runs, args.budget)
+    if args.measured:
+        times = {}
+        with open(args.measured, encoding="utf-8") as f:
+            for row in map(json.loads, f):
+                if row["ranks"] in ranks and row["coll"] in colls and row["bytes"] in sizes:
+                    times[(row["ranks"], row["coll"], row["algo"], row["bytes"])] = [t / 1e6 for t in row["runs_us"]]
+        args.runs = max(len(runs) for runs in times.values())
+    else:
+        times = measure(ranks, colls, sizes, args.runs, args.budget)
     rows = []
     for (n, coll, algo, nbytes), runs in sorted(times.items()):
         problem = bench_problem(coll, nbytes, n)

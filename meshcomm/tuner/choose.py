@@ -16,13 +16,19 @@ from typing import NamedTuple
 
 from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.problem import Problem
-from meshcomm.bench.sizes import human_bytes
 from meshcomm.tuner.model import Parameters
 from meshcomm.tuner.predict import predict
 
 # Sizes of the cost table MESHCOMM_DEBUG=INFO prints.
 TABLE_SIZES = (8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 _ONE_COUNT = ("broadcast", "reduce", "all_reduce", "scan", "exscan")
+
+
+def _size_label(nbytes: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
 
 
 class Choice(NamedTuple):
@@ -85,7 +91,7 @@ class Chooser:
         """Predicted µs of every algorithm at TABLE_SIZES, the fastest of each size marked with '*'."""
         columns = [self.times(collective, nbytes, itemsize) for nbytes in TABLE_SIZES]
         width = max(len(name) for name in ALGORITHMS[collective]) + 2
-        lines = [f"{collective:<{width}}" + "".join(f"{human_bytes(s):>12}" for s in TABLE_SIZES)]
+        lines = [f"{collective:<{width}}" + "".join(f"{_size_label(s):>12}" for s in TABLE_SIZES)]
         for name in ALGORITHMS[collective]:
             cells = []
             for times in columns:

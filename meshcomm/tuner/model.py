@@ -76,11 +76,11 @@ def _rate(raw: dict, name: str, where: str) -> float:
 # Measured with `meshcomm tune` on the project's 2-core VM (see README, "Cost model");
 # a machine of another kind should run `meshcomm tune` and point MESHCOMM_TUNING at the file.
 DEFAULTS = Parameters(
-    same_host=Link(alpha=30e-6, beta=0.33e-9),
-    other_host=Link(alpha=60e-6, beta=0.8e-9),
-    gamma=0.17e-9,
-    copy=0.12e-9,
-    call=20e-6,
+    same_host=Link(alpha=35e-6, beta=0.34e-9),
+    other_host=Link(alpha=115e-6, beta=1.0e-9),
+    gamma=0.125e-9,
+    copy=0.175e-9,
+    call=35e-6,
 )
 
 
