@@ -68,21 +68,38 @@ def run(args: argparse.Namespace) -> int:
         print("meshcomm tune: -n must be at least 2 (a ping-pong needs two ranks)", file=sys.stderr)
         return 2
     links = {}
-    calls = {}
     for link_class, (meaning, env) in LINK_JOBS.items():
         print(f"meshcomm tune: {link_class} ({meaning}): ping-pong on {args.nproc} ranks ...", file=sys.stderr)
         with _environment(env):
             pingpong = Spec(colls=["pingpong"], sizes=list(measure.PINGPONG_BYTES), budget=args.budget)
             links[link_class] = measure.fit_link(measure.one_way_times(_bench(pingpong, args.nproc)))
-            if link_class == "same_host":
-                small = Spec(colls=["all_reduce"], sizes=[8], algos={"all_reduce": "recursive_doubling"},
-                             budget=args.budget)
-                calls[link_class] = _bench(small, args.nproc)[0]["time_us"] / 1e6
     print("meshcomm tune: numpy reduction and copy rates ...", file=sys.stderr)
     cores = len(os.sched_getaffinity(0))
-    parameters = model.Parameters(**links, gamma=measure.gamma(), copy=measure.copy_rate(), call=0.0)
-    steps = predict(Problem("all_reduce", args.nproc, (2,)), "recursive_doubling", 4, parameters, cores=cores)
-    parameters = replace(parameters, call=measure.call_overhead(calls["same_host"], steps), source=args.output)
+    parameters = model.Parameters(**links, gamma=measure.gamma(), copy=measure.copy_rate(), call=0.0,
+                                  crowded_alpha=0.0, source=args.output)
+
+    def small_all_reduce(nproc: int) -> tuple[Problem, float]:
+        print(f"meshcomm tune: 8 B all_reduce on {nproc} ranks ...", file=sys.stderr)
+        spec = Spec(colls=["all_reduce"], sizes=[8], algos={"all_reduce": "recursive_doubling"}, budget=args.budget)
+        with _environment({}):
+            return Problem("all_reduce", nproc, (2,)), _bench(spec, nproc)[0]["time_us"] / 1e6
+
+    def predicted(problem: Problem, parameters: model.Parameters) -> float:
+        return predict(problem, "recursive_doubling", 4, parameters, cores=cores)
+
+    problem, measured = small_all_reduce(args.nproc)
+    steps = predicted(problem, parameters)
+    parameters = replace(parameters, call=measure.call_overhead(measured, steps))
+    crowd = measure.crowded_ranks(cores)
+    if crowd is None:
+        crowded = "not measured (more than 8 cores); 4 x alpha"
+        parameters = replace(parameters, crowded_alpha=4 * parameters.same_host.alpha)
+    else:
+        problem, crowd_measured = small_all_reduce(crowd)
+        parameters = replace(parameters, crowded_alpha=measure.solve_linear(
+            crowd_measured, predicted(problem, parameters),
+            predicted(problem, replace(parameters, crowded_alpha=1.0))))
+        crowded = f"from an 8 B all_reduce on {crowd} ranks: {crowd_measured * 1e6:.1f} µs"
     model.save(parameters, args.output)
 
     for link_class, (meaning, _) in LINK_JOBS.items():
@@ -91,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
               f"({1e-9 / link.beta if link.beta else float('inf'):.2f} GB/s)   [{meaning}]")
     print(f"{'gamma':<11} {parameters.gamma * 1e9:6.3f} ns per reduced byte ({1e-9 / parameters.gamma:.2f} GB/s)")
     print(f"{'copy':<11} {parameters.copy * 1e9:6.3f} ns per copied byte ({1e-9 / parameters.copy:.2f} GB/s)")
-    print(f"{'call':<11} {parameters.call * 1e6:6.1f} µs per call (8 B all_reduce {calls['same_host'] * 1e6:.1f} µs "
-          f"measured, {steps * 1e6:.1f} µs of it predicted for its steps)")
+    print(f"{'call':<11} {parameters.call * 1e6:6.1f} µs per call (8 B all_reduce on {args.nproc} ranks: "
+          f"{measured * 1e6:.1f} µs, {steps * 1e6:.1f} µs of it predicted for its steps)")
+    print(f"{'crowded':<11} alpha {parameters.crowded_alpha * 1e6:8.1f} µs when ranks outnumber the {cores} cores "
+          f"({crowded})")
     print(f"saved {args.output}; use it with: export MESHCOMM_TUNING={args.output}")
     return 0

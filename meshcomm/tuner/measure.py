@@ -10,6 +10,9 @@
 - call: what one 8 B all_reduce by recursive doubling costs beyond the
   model's prediction of its steps (Python's per-call work); it shifts every
   algorithm's time alike and so never changes a choice.
+- crowded_alpha: the same all_reduce on twice as many ranks as cores (at
+  most 16), solved for the message cost that makes the model's prediction
+  equal the measurement.
 """
 
 from __future__ import annotations
@@ -63,6 +66,19 @@ def copy_rate() -> float:
 def call_overhead(measured: float, predicted_steps: float) -> float:
     """The per-call cost: a measured small call minus its predicted steps, never below 0."""
     return max(measured - predicted_steps, 0.0)
+
+
+def solve_linear(measured: float, at_zero: float, at_one: float) -> float:
+    """x >= 0 with at_zero + (at_one - at_zero) * x = measured: a prediction linear in one parameter, inverted."""
+    slope = at_one - at_zero
+    if slope <= 0:
+        raise ValueError(f"the prediction does not grow with the parameter (slope {slope})")
+    return max((measured - at_zero) / slope, 0.0)
+
+
+def crowded_ranks(cores: int) -> int | None:
+    """Ranks of the job that measures crowded_alpha (twice the cores), or None when that is over 16."""
+    return 2 * cores if 2 * cores <= 16 else None
 
 
 def one_way_times(records: Sequence[dict]) -> dict[int, float]:

@@ -9,7 +9,10 @@ TCP. Times are seconds, rates seconds per byte:
 - gamma: each byte reduced into a buffer (numpy ufunc, out of cache);
 - copy: each byte copied locally (input to output);
 - call: the fixed cost of one collective call before and after its steps
-  (argument checks, the schedule lookup); it never changes which algorithm wins.
+  (argument checks, the schedule lookup); it never changes which algorithm wins;
+- crowded_alpha: a same-host message's fixed cost when the host runs more
+  ranks than it has cores: the receiver must first be scheduled, not just
+  woken, which costs several times alpha (measured, not derived from it).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Parameters:
     gamma: float
     copy: float
     call: float
+    crowded_alpha: float
     source: str = field(default="built-in defaults", compare=False)
 
     def link(self, link_class: str) -> Link:
@@ -62,7 +66,7 @@ class Parameters:
             if not isinstance(entry, dict):
                 raise ValueError(f"tuning file {source}: {name} must be an object with alpha and beta")
             links[name] = Link(_rate(entry, "alpha", f"{source}: {name}"), _rate(entry, "beta", f"{source}: {name}"))
-        scalars = {name: _rate(raw, name, source) for name in ("gamma", "copy", "call")}
+        scalars = {name: _rate(raw, name, source) for name in ("gamma", "copy", "call", "crowded_alpha")}
         return cls(**links, **scalars, source=source)
 
 
@@ -81,6 +85,7 @@ DEFAULTS = Parameters(
     gamma=0.125e-9,
     copy=0.175e-9,
     call=35e-6,
+    crowded_alpha=150e-6,
 )
 
 

@@ -15,10 +15,11 @@ complete, so ranks synchronise only through their messages: a rank that
 waits for a slow sender starts its next step late, one that does not, does
 not. The prediction is the latest clock plus the fixed per-call cost.
 
-Ranks may outnumber cores (2 cores here, 4 or 8 ranks): the CPU work of a
-step (every term above) is stretched by max(1, ranks of that host acting in
-the step / cores), on the assumption that the ranks which act in a step
-share the host's cores evenly. Not modelled: the executor's pipelining of
+Ranks may outnumber cores (2 cores here, 4 or 8 ranks). Then a same-host
+message costs crowded_alpha instead of alpha (its receiver has to be
+scheduled, not just woken), and the byte terms of a step (β, γ, copy) are
+stretched by max(1, ranks of that host acting in the step / cores), on the
+assumption that the ranks which act in a step share the host's cores evenly. Not modelled: the executor's pipelining of
 messages in chunks (it overlaps a long message's transfer with its
 reduction), cache effects (γ and copy are out-of-cache rates), and TCP links
 sharing a core with their peer when "other host" is really this host.
@@ -56,6 +57,10 @@ def replay(schedules: Sequence[Schedule], itemsize: int, parameters: Parameters,
     if cores < 1:
         raise ValueError(f"cores must be >= 1, got {cores}")
     same, other = parameters.same_host, parameters.other_host
+    ranks_of_host: dict[object, int] = defaultdict(int)
+    for label in hosts:
+        ranks_of_host[label] += 1
+    alpha_here = [parameters.crowded_alpha if ranks_of_host[label] > cores else same.alpha for label in hosts]
     clock = [0.0] * n
     for k in range(max((len(s.steps) for s in schedules), default=0)):
         steps = [s.steps[k] if k < len(s.steps) else () for s in schedules]
@@ -75,8 +80,10 @@ def replay(schedules: Sequence[Schedule], itemsize: int, parameters: Parameters,
             t = ready[rank]
             for op in step:
                 if isinstance(op, Send):
-                    link = same if hosts[op.peer] == hosts[rank] else other
-                    t += (link.alpha + op.src.count * itemsize * link.beta) * stretch[rank]
+                    if hosts[op.peer] == hosts[rank]:
+                        t += alpha_here[rank] + op.src.count * itemsize * same.beta * stretch[rank]
+                    else:
+                        t += other.alpha + op.src.count * itemsize * other.beta * stretch[rank]
                     arrivals[(rank, op.peer)].append(t)
             sent[rank] = t
         for rank, step in enumerate(steps):

@@ -12,9 +12,10 @@ from meshcomm.tuner.predict import predict, replay
 
 
 def params(alpha: float = 0.0, beta: float = 0.0, gamma: float = 0.0, copy: float = 0.0,
-           other: Link | None = None) -> Parameters:
+           other: Link | None = None, crowded_alpha: float | None = None) -> Parameters:
     same = Link(alpha, beta)
-    return Parameters(same_host=same, other_host=other or same, gamma=gamma, copy=copy, call=0.0)
+    return Parameters(same_host=same, other_host=other or same, gamma=gamma, copy=copy, call=0.0,
+                      crowded_alpha=alpha if crowded_alpha is None else crowded_alpha)
 
 
 LATENCY_ONLY = params(alpha=1.0)
@@ -78,6 +79,14 @@ def test_ranks_outnumbering_cores_stretch_the_steps_they_act_in() -> None:
                                                                                 cores=4)
     assert predict(problem, "ring", 4, BANDWIDTH_ONLY, cores=2) == 2 * predict(problem, "ring", 4, BANDWIDTH_ONLY,
                                                                                 cores=4)
+
+
+def test_ranks_outnumbering_cores_pay_the_crowded_message_cost() -> None:
+    problem = Problem("all_reduce", 4, (4,))
+    crowded = params(alpha=1.0, crowded_alpha=10.0)
+    assert predict(problem, "recursive_doubling", 4, crowded, cores=4) == 2 * 1.0
+    assert predict(problem, "recursive_doubling", 4, crowded, cores=2) == 2 * 10.0
+    assert predict(problem, "recursive_doubling", 4, crowded, hosts=[0, 0, 1, 1], cores=2) == 1.0 + 1.0
 
 
 def test_a_receive_waits_for_its_senders_clock() -> None:
