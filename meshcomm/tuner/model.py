@@ -85,7 +85,7 @@ DEFAULTS = Parameters(
     gamma=0.125e-9,
     copy=0.175e-9,
     call=35e-6,
-    crowded_alpha=150e-6,
+    crowded_alpha=175e-6,
 )
 
 
