@@ -1,25 +1,10 @@
-"""Which algorithm runs when the caller names none.
+"""The user's algorithm override: MESHCOMM_ALGO and `meshcomm bench --algo` text, parsed and checked.
 
-A stop-gap rule until the calibrated cost model: latency-bound messages take
-the algorithm with the fewest steps, bandwidth-bound ones the collective's
-default (ring, which moves the fewest bytes per rank).
+Names only: when the user names none, meshcomm/tuner/ predicts every
+algorithm's time and the group takes the fastest.
 """
 
 from __future__ import annotations
-
-from meshcomm.algorithms.problem import Problem
-
-# Below this many bytes per rank a step costs more than the bytes it carries
-# (a wake-up is ~10-50 µs here; 64 KiB is copied in ~5 µs).
-SMALL_BYTES = 64 << 10
-
-_FEWEST_STEPS = {"all_reduce": "recursive_doubling"}
-# When the group spans hosts, large all_reduces and broadcasts take the node-aware
-# algorithms: the links between hosts are the slow ones, and they put the fewest bytes
-# on them. The one-leader all_gather and reduce_scatter lost to the ring at 16 MiB
-# across 2 namespaces with 1 Gbit/s links (benchmarks/multihost.py), so they wait for
-# the cost model.
-_ACROSS_HOSTS = {"all_reduce": "hierarchical", "broadcast": "hierarchical"}
 
 
 def parse_override(text: str, known: dict[str, dict], source: str = "MESHCOMM_ALGO",
@@ -45,11 +30,3 @@ def parse_override(text: str, known: dict[str, dict], source: str = "MESHCOMM_AL
             chosen.setdefault(collective, part)
     return chosen
 
-
-def choose(problem: Problem, itemsize: int, default: dict[str, str]) -> str:
-    fast = _FEWEST_STEPS.get(problem.collective)
-    if fast is not None and problem.nranks > 1 and problem.counts[0] * itemsize <= SMALL_BYTES:
-        return fast
-    if problem.hosts and problem.collective in _ACROSS_HOSTS:
-        return _ACROSS_HOSTS[problem.collective]
-    return default[problem.collective]

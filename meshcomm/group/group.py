@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import queue
+import sys
 import threading
 from typing import Callable
 
@@ -19,6 +20,8 @@ from meshcomm.algorithms.problem import Problem
 from meshcomm.executor import executor
 from meshcomm.executor import fingerprint as fp
 from meshcomm.group.work import Work
+from meshcomm.tuner.choose import Chooser
+from meshcomm.tuner.predict import predict
 
 
 @functools.lru_cache(maxsize=512)
@@ -45,6 +48,9 @@ class Group:
         self._pending = 0
         self._worker: threading.Thread | None = None
         self.destroyed = False
+        self._chooser: Chooser | None = None  # built at the first automatic choice
+        self._debug = runtime.settings.debug in ("INFO", "DEBUG")
+        self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
 
     def __repr__(self) -> str:
         return f"<Group {self.group_name!r} ranks={list(self.ranks)}>"
@@ -75,7 +81,9 @@ class Group:
         if self.hosts:
             problem = dataclasses.replace(problem, hosts=self.hosts)
         if algorithm is None:
-            algorithm = self.runtime.algorithm_for(problem, buffers)
+            algorithm = self.algorithm_for(problem, buffers)
+        elif self._debug:
+            self._say_choice(problem, buffers, algorithm, "algorithm=; ")
         schedule = _schedule(problem, self.rank, algorithm)
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         settings = self.runtime.settings
@@ -98,6 +106,41 @@ class Group:
             return finish() if finish is not None else None
 
         return self.submit(f"{problem.collective} on group {self.group_name!r}", job, async_op)
+
+    def algorithm_for(self, problem: Problem, buffers: dict) -> str:
+        """The user's MESHCOMM_ALGO choice for this collective, else the cost model's fastest."""
+        named = self.runtime.algorithm_override.get(problem.collective)
+        if named is None:
+            named = self.chooser.choose(problem, _itemsize(buffers)).name
+            if self._debug:
+                self._say_choice(problem, buffers, named, "")
+        elif self._debug:
+            self._say_choice(problem, buffers, named, "MESHCOMM_ALGO; ")
+        return named
+
+    @property
+    def chooser(self) -> Chooser:
+        if self._chooser is None:
+            labels = self.runtime.transport.link_labels
+            self._chooser = Chooser(self.runtime.tuning, self.size, [labels[r] for r in self.ranks],
+                                    self.runtime.cores, self.hosts)
+        return self._chooser
+
+    def _say_choice(self, problem: Problem, buffers: dict, name: str, why: str) -> None:
+        """MESHCOMM_DEBUG=INFO: the collective's cost table once per group, and this call's algorithm."""
+        itemsize = _itemsize(buffers)
+        prefix = f"meshcomm rank {self.runtime.rank} group {self.group_name!r}:"
+        if problem.collective not in self._tabled:
+            self._tabled.add(problem.collective)
+            tuning = self.runtime.tuning
+            print(f"{prefix} cost table, predicted µs on {self.size} ranks ({tuning.source}):", file=sys.stderr)
+            for line in self.chooser.table(problem.collective, itemsize):
+                print(f"{prefix}   {line}", file=sys.stderr)
+        c = self.chooser
+        seconds = predict(problem, name, itemsize, c.parameters, c.hosts, c.cores)
+        nbytes = problem.payload_elements() * itemsize
+        print(f"{prefix} {problem.collective} {nbytes} B -> {name} ({why}predicted {seconds * 1e6:.0f} µs)",
+              file=sys.stderr, flush=True)
 
     def submit(self, description: str, job: Callable[[int], object], async_op: bool) -> Work | None:
         """Give `job` the next sequence number and run it now or on the worker, in issue order."""
@@ -147,3 +190,10 @@ class Group:
 
 def _inline(job: Callable[[int], object], seq: int) -> None:
     job(seq)
+
+
+def _itemsize(buffers: dict) -> int:
+    sample = buffers.get("input")
+    if sample is None:
+        sample = buffers.get("output")
+    return sample.itemsize if sample is not None else 1

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import atexit
+import json
+import os
 import socket
 import threading
 
 from meshcomm import config
-from meshcomm.algorithms import ALGORITHMS, DEFAULT
-from meshcomm.algorithms.choice import choose, parse_override
+from meshcomm.algorithms import ALGORITHMS
+from meshcomm.algorithms.choice import parse_override
 from meshcomm.group.group import Group
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
 from meshcomm.trace.messages import TracedTransport
 from meshcomm.trace.writer import TraceWriter
 from meshcomm.transport.engine import Transport
+from meshcomm.tuner import model
 
 WORLD_NAME = "default_pg"
 
@@ -45,6 +48,7 @@ class Runtime:
         self.backend = backend
         self.settings = config.settings()
         self.algorithm_override = parse_override(config.get("MESHCOMM_ALGO"), ALGORITHMS)
+        self.tuning, self.cores = self._agreed_tuning(PrefixStore("meshcomm/tuner", store))
         self.transport = Transport(
             rank,
             world_size,
@@ -66,15 +70,26 @@ class Runtime:
         self._next_group_id = 1
         self._lock = threading.Lock()
 
-    def algorithm_for(self, problem, buffers: dict) -> str:
-        """The user's MESHCOMM_ALGO choice for this collective, else the rule in algorithms/choice.py."""
-        named = self.algorithm_override.get(problem.collective)
-        if named is not None:
-            return named
-        sample = buffers.get("input")
-        if sample is None:
-            sample = buffers.get("output")
-        return choose(problem, sample.itemsize if sample is not None else 1, DEFAULT)
+    def _agreed_tuning(self, store: Store) -> tuple[model.Parameters, int]:
+        """Rank 0's cost-model parameters and core count, for every rank.
+
+        Ranks that predicted with different parameters could pick different
+        algorithms for one call and hang; one source rules that out.
+        """
+        if self.rank == 0:
+            path = config.get("MESHCOMM_TUNING")
+            try:
+                parameters = model.load(path) if path else model.DEFAULTS
+            except ValueError as exc:
+                # Published too, so the other ranks fail with it instead of waiting out the timeout.
+                store.set("agreed", json.dumps({"error": str(exc)}))
+                raise
+            store.set("agreed", json.dumps({"parameters": parameters.to_json(), "source": parameters.source,
+                                            "cores": len(os.sched_getaffinity(0))}))
+        agreed = json.loads(store.get("agreed", timeout=self.timeout))
+        if "error" in agreed:
+            raise ValueError(f"rank 0: {agreed['error']}")
+        return model.Parameters.from_json(agreed["parameters"], agreed["source"]), agreed["cores"]
 
     def new_group(
         self, ranks: tuple[int, ...], timeout: float | None, name: str | None, group_id: int | None = None

@@ -140,6 +140,8 @@ class Transport:
         self._accept_thread = threading.Thread(target=self._accept_loop, name="meshcomm-accept", daemon=True)
         self._accept_thread.start()
         self._local: LocalPeers | None = None
+        # Per rank, a label shared by the ranks this one reaches through shared memory (the cost model's link classes).
+        self.link_labels: tuple[int, ...] = tuple(range(world_size))
         self._shm_peers: list[_Peer] = []
         self._tcp_data = True  # until start-up finds which peers share memory
         self._sockets_seen = 0.0  # when the sockets were last looked at
@@ -153,6 +155,7 @@ class Transport:
                 state.channel, state.shm = channel, True
                 self._shm_peers.append(state)
             self._tcp_data = any(not p.shm for p in self._peers.values())
+            self.link_labels = self._local.link_labels
             self._spin = self._spin_seconds(len(self._local.ranks))
         except BaseException:
             self.close()

@@ -48,6 +48,24 @@ def ring_bytes(nlocal: int) -> int:
     return max(_MIN_RING, min(_MAX_RING, per_peer)) // 4096 * 4096
 
 
+def _link_labels(hosts: list[bytes]) -> tuple[int, ...]:
+    """Per rank, a label shared exactly by the ranks it reaches through shared memory.
+
+    Built from every rank's host key, so all ranks compute the same labels (the
+    cost model's choice depends on them and must agree). A host with one rank
+    on TCP keeps all its ranks on TCP, as LocalPeers does.
+    """
+    members: dict[bytes, list[int]] = {}
+    for rank, key in enumerate(hosts):
+        members.setdefault(key.split(b"|", 1)[1], []).append(rank)
+    labels = list(range(len(hosts)))
+    for ranks in members.values():
+        if all(hosts[r].startswith(b"shm|") for r in ranks):
+            for r in ranks:
+                labels[r] = ranks[0]
+    return tuple(labels)
+
+
 class LocalPeers:
     """Finds the ranks of this host through the store and maps their inboxes.
 
@@ -68,6 +86,7 @@ class LocalPeers:
         index: dict[bytes, int] = {}
         self.host_of = tuple(index.setdefault(hosts[r].split(b"|", 1)[1], len(index)) for r in range(world_size))
         self.enabled = len(self.ranks) > 1 and all(hosts[r].startswith(b"shm|") for r in self.ranks)
+        self.link_labels = _link_labels([hosts[r] for r in range(world_size)])
         self.channels: dict[int, shm.ShmChannel] = {}
         self.segment: shm.Segment | None = None
         self._peer_segments: list[shm.Segment] = []

@@ -1,0 +1,116 @@
+"""`meshcomm tune`: measure the cost model's α, β, γ on this machine and save them for MESHCOMM_TUNING."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from meshcomm.cli import argtypes
+
+# link class -> (what stands for it on this machine, environment of its measuring job)
+LINK_JOBS = {
+    "same_host": ("shared memory", {}),
+    "other_host": ("TCP over loopback, standing in for another host", {"MESHCOMM_TRANSPORT": "tcp"}),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from meshcomm.tuner.model import default_path
+
+    parser.add_argument("-n", "--nproc-per-node", dest="nproc", type=argtypes.positive_int, default=2, metavar="N",
+                        help="ranks of each measuring job (default 2; the ping-pong runs between ranks 0 and 1, "
+                             "the per-call cost is an all_reduce on all N)")
+    parser.add_argument("-o", "--output", default=default_path(), metavar="FILE",
+                        help=f"where to save the parameters (default {default_path()})")
+    parser.add_argument("--budget", type=argtypes.positive_seconds, default=0.3,
+                        help="seconds of timed calls per measured point (default 0.3)")
+
+
+@contextmanager
+def _environment(changes: dict[str, str]) -> Iterator[None]:
+    """The measuring jobs inherit this process's environment: set `changes`, and no MESHCOMM_TUNING or _ALGO."""
+    saved = {name: os.environ.get(name) for name in (*changes, "MESHCOMM_TUNING", "MESHCOMM_ALGO")}
+    for name in ("MESHCOMM_TUNING", "MESHCOMM_ALGO"):
+        os.environ.pop(name, None)
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _bench(spec, nproc: int) -> list[dict]:
+    from meshcomm.bench import runner
+
+    code, records = runner.run_job(spec, nproc, io.StringIO(), sys.stderr)
+    if code != 0:
+        raise RuntimeError(f"the measuring job ({', '.join(spec.colls)}) failed with exit code {code}")
+    return records
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from meshcomm.algorithms.problem import Problem
+    from meshcomm.bench.worker import Spec
+    from meshcomm.tuner import measure, model
+    from meshcomm.tuner.predict import predict
+
+    if args.nproc < 2:
+        print("meshcomm tune: -n must be at least 2 (a ping-pong needs two ranks)", file=sys.stderr)
+        return 2
+    links = {}
+    for link_class, (meaning, env) in LINK_JOBS.items():
+        print(f"meshcomm tune: {link_class} ({meaning}): ping-pong on {args.nproc} ranks ...", file=sys.stderr)
+        with _environment(env):
+            pingpong = Spec(colls=["pingpong"], sizes=list(measure.PINGPONG_BYTES), budget=args.budget)
+            links[link_class] = measure.fit_link(measure.one_way_times(_bench(pingpong, args.nproc)))
+    print("meshcomm tune: numpy reduction and copy rates ...", file=sys.stderr)
+    cores = len(os.sched_getaffinity(0))
+    parameters = model.Parameters(**links, gamma=measure.gamma(), copy=measure.copy_rate(), call=0.0,
+                                  crowded_alpha=0.0, source=args.output)
+
+    def small_all_reduce(nproc: int) -> tuple[Problem, float]:
+        print(f"meshcomm tune: 8 B all_reduce on {nproc} ranks ...", file=sys.stderr)
+        spec = Spec(colls=["all_reduce"], sizes=[8], algos={"all_reduce": "recursive_doubling"}, budget=args.budget)
+        with _environment({}):
+            return Problem("all_reduce", nproc, (2,)), _bench(spec, nproc)[0]["time_us"] / 1e6
+
+    def predicted(problem: Problem, parameters: model.Parameters) -> float:
+        return predict(problem, "recursive_doubling", 4, parameters, cores=cores)
+
+    problem, measured = small_all_reduce(args.nproc)
+    steps = predicted(problem, parameters)
+    parameters = replace(parameters, call=measure.call_overhead(measured, steps))
+    crowd = measure.crowded_ranks(cores)
+    if crowd is None:
+        crowded = "not measured (more than 8 cores); 4 x alpha"
+        parameters = replace(parameters, crowded_alpha=4 * parameters.same_host.alpha)
+    else:
+        problem, crowd_measured = small_all_reduce(crowd)
+        parameters = replace(parameters, crowded_alpha=measure.solve_linear(
+            crowd_measured, predicted(problem, parameters),
+            predicted(problem, replace(parameters, crowded_alpha=1.0))))
+        crowded = f"from an 8 B all_reduce on {crowd} ranks: {crowd_measured * 1e6:.1f} µs"
+    model.save(parameters, args.output)
+
+    for link_class, (meaning, _) in LINK_JOBS.items():
+        link = parameters.link(link_class)
+        print(f"{link_class:<11} alpha {link.alpha * 1e6:8.1f} µs   beta {link.beta * 1e9:6.3f} ns/B "
+              f"({1e-9 / link.beta if link.beta else float('inf'):.2f} GB/s)   [{meaning}]")
+    print(f"{'gamma':<11} {parameters.gamma * 1e9:6.3f} ns per reduced byte ({1e-9 / parameters.gamma:.2f} GB/s)")
+    print(f"{'copy':<11} {parameters.copy * 1e9:6.3f} ns per copied byte ({1e-9 / parameters.copy:.2f} GB/s)")
+    print(f"{'call':<11} {parameters.call * 1e6:6.1f} µs per call (8 B all_reduce on {args.nproc} ranks: "
+          f"{measured * 1e6:.1f} µs, {steps * 1e6:.1f} µs of it predicted for its steps)")
+    print(f"{'crowded':<11} alpha {parameters.crowded_alpha * 1e6:8.1f} µs when ranks outnumber the {cores} cores "
+          f"({crowded})")
+    print(f"saved {args.output}; use it with: export MESHCOMM_TUNING={args.output}")
+    return 0

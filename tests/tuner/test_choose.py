@@ -1,0 +1,72 @@
+"""The automatic choice: cached per collective and size bucket, the same whatever the root or the call order."""
+
+from __future__ import annotations
+
+import pytest
+
+from meshcomm.algorithms import ALGORITHMS
+from meshcomm.algorithms.problem import Problem
+from meshcomm.tuner import DEFAULTS, choose
+from meshcomm.tuner.choose import Chooser, canonical_problem, size_bucket
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list:
+    calls: list = []
+    real = choose.predict
+
+    def counting(problem, name, *args, **kwargs):
+        calls.append((problem.collective, name))
+        return real(problem, name, *args, **kwargs)
+
+    monkeypatch.setattr(choose, "predict", counting)
+    return calls
+
+
+def test_a_bucket_is_predicted_once_and_then_looked_up(counted: list) -> None:
+    chooser = Chooser(DEFAULTS, 4, cores=2)
+    first = chooser.choose(Problem("broadcast", 4, (1000,), root=0), 4)
+    assert len(counted) == len(ALGORITHMS["broadcast"])
+    again = chooser.choose(Problem("broadcast", 4, (1020,), root=3), 4)  # same power-of-two bucket, other root
+    assert again is first and len(counted) == len(ALGORITHMS["broadcast"])
+    chooser.choose(Problem("broadcast", 4, (5000,)), 4)
+    assert len(counted) == 2 * len(ALGORITHMS["broadcast"])
+
+
+def test_the_choice_does_not_depend_on_which_size_of_a_bucket_came_first() -> None:
+    early, late = Chooser(DEFAULTS, 4, cores=2), Chooser(DEFAULTS, 4, cores=2)
+    early.choose(Problem("all_reduce", 4, (1 << 18,)), 4)
+    late.choose(Problem("all_reduce", 4, ((1 << 19) - 1,)), 4)
+    assert early.choose(Problem("all_reduce", 4, ((1 << 19) - 1,)), 4) == \
+        late.choose(Problem("all_reduce", 4, (1 << 18,)), 4)
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "all_to_all", "scatter"])
+def test_canonical_problem_carries_the_buckets_payload(collective: str) -> None:
+    problem = canonical_problem(collective, 4, 1 << 20, 4)
+    assert problem.payload_elements() * 4 == 1 << 20
+    assert size_bucket(problem.payload_elements() * 4) == size_bucket(1 << 20)
+
+
+def test_ties_go_to_the_registrys_first_algorithm() -> None:
+    # On 2 ranks the three flat all_gather algorithms exchange the same single message
+    # (the hierarchical one gathers to a leader first and is slower).
+    choice = Chooser(DEFAULTS, 2, cores=2).choose(Problem("all_gather", 2, (1000, 1000)), 4)
+    flat = [choice.times[name] for name in ("ring", "recursive_doubling", "bruck")]
+    assert len(set(flat)) == 1 and min(choice.times.values()) == flat[0] and choice.name == "ring"
+
+
+def test_cost_table_lists_every_algorithm_and_marks_the_fastest_per_size() -> None:
+    lines = Chooser(DEFAULTS, 4, cores=2).table("all_reduce", 4)
+    assert lines[0].split() == ["all_reduce", "8", "B", "1", "KiB", "64", "KiB", "1", "MiB", "16", "MiB", "64", "MiB"]
+    assert [line.split()[0] for line in lines[1:]] == list(ALGORITHMS["all_reduce"])
+    assert sum(line.count("*") for line in lines[1:]) == 6
+
+
+def test_built_in_defaults_keep_the_stop_gap_rules_all_reduce_choices_at_its_extremes() -> None:
+    # Fewest steps for the smallest messages, a bandwidth-optimal algorithm for the largest.
+    for n in (2, 4):
+        chooser = Chooser(DEFAULTS, n, cores=2)
+        assert chooser.choose(Problem("all_reduce", n, (2,)), 4).name == "recursive_doubling"
+        assert chooser.choose(Problem("all_reduce", n, (16 << 20,)), 4).name in ("ring", "rabenseifner",
+                                                                                  "double_binary_tree")
