@@ -17,6 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "store": ("serve a standalone rendezvous store (MESHCOMM_STORE=external jobs connect to it)", "meshcomm.cli.store"),
     "bench": ("time collectives nccl-tests style, alone or beside gloo and MPICH (--compare)", "meshcomm.cli.bench"),
     "explain": ("draw a collective's algorithm step by step: text, svg, png or an html page", "meshcomm.cli.explain"),
+    "sim": ("predict collectives' times from the cost model on any topology and scale (e.g. 24,576 ranks)",
+            "meshcomm.cli.sim"),
     "tune": ("measure the cost model's latency and bandwidth here and save them (for MESHCOMM_TUNING)", "meshcomm.cli.tune"),
 }
 
