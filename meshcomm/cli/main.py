@@ -18,6 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("time collectives nccl-tests style, alone or beside gloo and MPICH (--compare)", "meshcomm.cli.bench"),
     "explain": ("draw a collective's algorithm step by step: text, svg, png or an html page", "meshcomm.cli.explain"),
     "trace": ("merge the per-rank trace files of a MESHCOMM_TRACE job into one Perfetto/chrome://tracing file", "meshcomm.cli.trace"),
+    "sim": ("predict collectives' times from the cost model on any topology and scale (e.g. 24,576 ranks)",
+            "meshcomm.cli.sim"),
     "tune": ("measure the cost model's latency and bandwidth here and save them (for MESHCOMM_TUNING)", "meshcomm.cli.tune"),
 }
 
