@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 
 from meshcomm import config
 from meshcomm.algorithms import ALGORITHMS, DEFAULT
 from meshcomm.algorithms.choice import choose, parse_override
+from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError
 from meshcomm.group.group import Group
+from meshcomm.group.health import Monitor
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
+from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport.engine import Transport
 
 WORLD_NAME = "default_pg"
@@ -54,6 +59,10 @@ class Runtime:
         self.groups: dict[int, Group] = {0: self.world}
         self._next_group_id = 1
         self._lock = threading.Lock()
+        self.recorder = FlightRecorder(rank, world_size)
+        self.aborted: AbortedError | None = None
+        self.monitor = Monitor(self, PrefixStore("meshcomm", store))
+        self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
 
     def algorithm_for(self, problem, buffers: dict) -> str:
         """The user's MESHCOMM_ALGO choice for this collective, else the rule in algorithms/choice.py."""
@@ -84,8 +93,85 @@ class Runtime:
         self.groups[group_id] = group
         return group
 
+    # ----- failures
+
+    def explain_failure(self, group: Group, seq: int, entry: list, error: BaseException) -> BaseException:
+        """The error to raise for a failed collective, and the flight recorder dumped.
+
+        A timeout names the ranks that had not arrived. A lost peer names the
+        rank that failed first, since peers of a failed rank leave in turn; an
+        aborted job says who aborted it."""
+        where = f"seq {seq} in group {group.group_name!r}"
+        if isinstance(error, AbortedError):
+            return error
+        if isinstance(error, CommTimeoutError):
+            arrivals = self.monitor.who_had_not_arrived(group, seq, entry)
+            self.monitor.first_failure("timeout", None, str(error))
+            return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}')}")
+        if isinstance(error, CollectiveMismatchError):
+            self.monitor.first_failure("mismatch", None, str(error))
+            return CollectiveMismatchError(f"{error}; {self._dump(f'collective mismatch at {where}')}")
+        if not isinstance(error, PeerLostError):
+            return error
+        # Tell the group at once: its other ranks may be waiting on someone else, not on the lost rank.
+        self.transport.tell_peers([r for r in group.ranks if r != self.rank], error.peer)
+        aborter = self.monitor.abort_reason()
+        first = self.monitor.first_failure("lost", error.peer, str(error))
+        dumped = self._dump(f"lost rank {error.peer} at {where}")
+        if aborter is not None:
+            return AbortedError(f"rank {self.rank}: the job was aborted by {aborter} ({error}); {dumped}")
+        if first is None or first[0] == self.rank:
+            return PeerLostError(f"{error} at {where}; {dumped}", error.peer)
+        rank, kind, lost, text = first
+        if kind == "lost" and lost != error.peer:
+            return PeerLostError(f"rank {self.rank}: rank {lost} was lost (first noticed by rank {rank}) at {where}; "
+                                 f"here: {error}; {dumped}", lost)
+        return PeerLostError(f"{error} at {where}; it left after the job's first failure, on rank {rank}: {text}; "
+                             f"{dumped}", error.peer)
+
+    def _dump(self, reason: str) -> str:
+        """Dump this rank's flight recorder and ask the other ranks to dump theirs."""
+        try:
+            path = self.recorder.dump(reason)
+        except OSError as exc:
+            return f"flight recorder could not be dumped: {exc}"
+        self.monitor.request_dumps()
+        return f"flight recorder dumped to {path} (`meshcomm doctor {os.path.dirname(path)}` compares the ranks)"
+
+    def abort(self, reason: str = "") -> None:
+        """Fail every pending and future operation of this rank, and tell the other ranks to do the same."""
+        message = f"rank {self.rank} calling abort()" + (f": {reason}" if reason else "")
+        # The store first: a peer that sees our notice and leaves may take the store with it.
+        self.monitor.announce_abort(message)
+        self.abort_locally(AbortedError(f"rank {self.rank}: aborted by abort()" + (f": {reason}" if reason else "")),
+                           tell_peers=True)
+
+    def abort_locally(self, error: AbortedError, tell_peers: bool = False) -> None:
+        with self._lock:
+            if self.aborted is not None:
+                return
+            self.aborted = error
+        self.transport.abort(error, tell_peers)
+
     def close(self) -> None:
+        self.monitor.stop()
+        if self._previous_sigusr1 is not None:
+            signal.signal(signal.SIGUSR1, self._previous_sigusr1)
         for group in self.groups.values():
             group.shutdown()
         self.transport.close()
         self.store.close()
+
+
+def _dump_on_sigusr1(recorder: FlightRecorder):
+    """Dump the flight recorder on SIGUSR1 (only from the main thread, and only if
+    nobody else handles that signal); returns the handler to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL:
+        return None
+
+    def dump(signum, frame) -> None:
+        recorder.dump("SIGUSR1")
+
+    return signal.signal(signal.SIGUSR1, dump)

@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 
 from meshcomm.errors import (
+    AbortedError,
     AuthenticationError,
     CollectiveMismatchError,
     CommTimeoutError,
@@ -70,6 +71,14 @@ class _PostedRecv:
         self.peer = peer
         self.buffer = buffer
         self.fingerprint = fingerprint
+
+
+class _PeerAborted(Exception):
+    """The peer's notice arrived: it called abort(), or it lost rank `lost` during a collective."""
+
+    def __init__(self, lost: int | None) -> None:
+        super().__init__()
+        self.lost = lost
 
 
 class _Unexpected:
@@ -544,7 +553,16 @@ class Transport:
             self._lose(state, exc)
             return
         self._read(state, drain=True)
-        self._lose(state, None if not data else OSError("unexpected bytes on a shared-memory peer's socket"))
+        notice = None
+        if data:
+            try:
+                data += state.sock.recv(wire.HEADER_BYTES - 1)
+                head = wire.unpack(data)
+                if head.key.kind == wire.KIND_ABORT:
+                    notice = _PeerAborted(head.key.seq if head.key.seq >= 0 else None)
+            except (OSError, ValueError, struct.error):
+                pass
+        self._lose(state, notice or (None if not data else OSError("unexpected bytes on a shared-memory peer's socket")))
 
     def _write(self, state: _Peer) -> bool:
         """Send what the channel takes now; True if any bytes went."""
@@ -615,6 +633,9 @@ class Transport:
                     except ValueError as exc:
                         self._lose(state, exc)
                         return moved
+                    if head.key.kind == wire.KIND_ABORT:
+                        self._lose(state, _PeerAborted(head.key.seq if head.key.seq >= 0 else None))
+                        return moved
                     if state.shm and not drain:
                         inbound.held, inbound.held_until = head, time.monotonic() + _HOLD_SECONDS
                         continue  # taken on at once when its receive is already posted
@@ -662,7 +683,13 @@ class Transport:
     def _lose(self, state: _Peer, exc: Exception | None) -> None:
         """A connection broke: fail everything that needed that peer."""
         reason = f": {exc}" if exc else ""
-        error = PeerLostError(f"rank {self.rank}: connection to rank {state.rank} closed{reason}", state.rank)
+        if isinstance(exc, _PeerAborted) and exc.lost is None:
+            error = AbortedError(f"rank {self.rank}: rank {state.rank} called abort()")
+        elif isinstance(exc, _PeerAborted):
+            error = PeerLostError(f"rank {self.rank}: rank {exc.lost} was lost (rank {state.rank} lost it and told us)",
+                                  exc.lost)
+        else:
+            error = PeerLostError(f"rank {self.rank}: connection to rank {state.rank} closed{reason}", state.rank)
         with self._lock:
             if state.lost is not None:
                 return
@@ -693,9 +720,12 @@ class Transport:
             if state.inbound.handle is not None:
                 # A payload was half-read straight into a posted receive.
                 state.inbound.handle.fail(error)
+        if isinstance(exc, _PeerAborted) and self._aborted is None:
+            self.abort(error)  # a broken job fails everything here, not just what involved that peer
 
-    def abort(self, error: Exception) -> None:
-        """Fail every pending operation with `error` and refuse new ones."""
+    def abort(self, error: Exception, tell_peers: bool = False) -> None:
+        """Fail every pending operation with `error` and refuse new ones; with `tell_peers`,
+        end every connection with an abort notice so the peers fail theirs at once too."""
         with self._lock:
             self._aborted = error
             for waiting in self._posted.values():
@@ -706,6 +736,32 @@ class Transport:
                 for entry in state.sendq:
                     entry[0].fail(error)
         self._wake_poller()
+        if tell_peers:
+            self.tell_peers(list(self._peers), None)
+
+    def tell_peers(self, peers: list[int], lost: int | None) -> None:
+        """End the connections to `peers` with a notice: this rank aborted (lost None) or lost rank `lost`."""
+        if not self._progress_lock.acquire(timeout=1.0):
+            return
+        try:
+            for peer in peers:
+                state = self._peers.get(peer)
+                if state is not None and peer != lost:
+                    self._send_notice(state, wire.abort_notice(lost))
+        finally:
+            self._progress_lock.release()
+
+    def _send_notice(self, state: _Peer, notice: bytes) -> None:
+        # On a TCP peer the notice goes where a header is due; after a half-sent
+        # message it would be read as payload, so that peer just sees us leave.
+        head = state.sendq[0] if state.sendq else None
+        half_sent = not state.shm and head is not None and (head[2] > 0 or head[1][0].nbytes != wire.HEADER_BYTES)
+        if state.lost is not None or half_sent:
+            return
+        try:
+            state.sock.send(notice)
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self._closed:

@@ -19,6 +19,7 @@ NO_FINGERPRINT = bytes(FINGERPRINT_BYTES)
 
 KIND_P2P = 1
 KIND_COLLECTIVE = 2
+KIND_ABORT = 3  # the last thing a rank writes on a connection: it aborted (seq -1) or lost rank `seq`
 
 
 class Key(NamedTuple):
@@ -43,6 +44,11 @@ def pack(key: Key, fingerprint: bytes, nbytes: int) -> bytes:
 def unpack(data: bytes | bytearray | memoryview) -> Header:
     """Parse a header; ValueError for anything that is not one of ours."""
     magic, kind, _flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
-    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE):
+    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_ABORT):
         raise ValueError(f"not a meshcomm message header: {bytes(data[:8])!r}")
     return Header(Key(kind, group, seq, step), fingerprint, nbytes)
+
+
+def abort_notice(lost: int | None = None) -> bytes:
+    """'I called abort()' (lost None) or 'I lost rank `lost`, so the job is broken'."""
+    return pack(Key(KIND_ABORT, 0, -1 if lost is None else lost, 0), NO_FINGERPRINT, 0)
