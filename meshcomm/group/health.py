@@ -32,7 +32,7 @@ ABORT_KEY = "abort"
 DUMP_KEY = "dump_requests"
 FIRST_FAILURE_KEY = "first_failure"  # "rank|kind|peer|message", set once, by the first rank to fail
 _POLL_SECONDS = 0.25
-_REPORT_WAIT_SECONDS = 2.0  # longest a timeout error waits for the store to say where the others are
+REPORT_WAIT_SECONDS = 2.0  # longest a timeout error waits for the store to say where the others are
 
 
 def progress_key(group_name: str, rank: int) -> str:
@@ -140,7 +140,7 @@ class Monitor:
         def ask() -> None:
             self.store.set(progress_key(group.group_name, me), describe_progress(entry))
             keys = {rank: progress_key(group.group_name, rank) for rank in group.ranks if rank != me}
-            deadline = time.monotonic() + min(self.after + 1.0, _REPORT_WAIT_SECONDS)
+            deadline = time.monotonic() + min(self.after + 1.0, REPORT_WAIT_SECONDS)
             while True:
                 for rank, key in keys.items():
                     if rank not in reports and self.store.check([key]):
@@ -149,7 +149,7 @@ class Monitor:
                     return
                 time.sleep(0.05)
 
-        if not self._bounded(ask, _REPORT_WAIT_SECONDS + 1.0):
+        if not self._bounded(ask, REPORT_WAIT_SECONDS + 1.0):
             return "the store did not answer, so where the other ranks are is unknown"
         return summarize_progress(group.ranks, me, seq, reports)
 

@@ -12,10 +12,12 @@ from meshcomm.algorithms import ALGORITHMS, DEFAULT
 from meshcomm.algorithms.choice import choose, parse_override
 from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError
 from meshcomm.group.group import Group
+from meshcomm.group import health
 from meshcomm.group.health import Monitor
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
 from meshcomm.trace.flight_recorder import FlightRecorder
+from meshcomm.transport import header as wire
 from meshcomm.transport.engine import Transport
 
 WORLD_NAME = "default_pg"
@@ -61,6 +63,7 @@ class Runtime:
         self._lock = threading.Lock()
         self.recorder = FlightRecorder(rank, world_size)
         self.aborted: AbortedError | None = None
+        self.failed = False  # a collective of this rank failed: the store may be needed a moment longer
         self.monitor = Monitor(self, PrefixStore("meshcomm", store))
         self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
 
@@ -102,19 +105,23 @@ class Runtime:
         rank that failed first, since peers of a failed rank leave in turn; an
         aborted job says who aborted it."""
         where = f"seq {seq} in group {group.group_name!r}"
+        self.failed = True
         if isinstance(error, AbortedError):
             return error
         if isinstance(error, CommTimeoutError):
             arrivals = self.monitor.who_had_not_arrived(group, seq, entry)
             self.monitor.first_failure("timeout", None, str(error))
             return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}')}")
+        others = [r for r in group.ranks if r != self.rank]
         if isinstance(error, CollectiveMismatchError):
+            # Tell the group at once: the ranks not talking to the odd one out would wait for their timeout.
+            self.transport.tell_peers(others, wire.NOTICE_MISMATCH, None, str(error))
             self.monitor.first_failure("mismatch", None, str(error))
             return CollectiveMismatchError(f"{error}; {self._dump(f'collective mismatch at {where}')}")
         if not isinstance(error, PeerLostError):
             return error
         # Tell the group at once: its other ranks may be waiting on someone else, not on the lost rank.
-        self.transport.tell_peers([r for r in group.ranks if r != self.rank], error.peer)
+        self.transport.tell_peers(others, wire.NOTICE_LOST, error.peer, str(error))
         aborter = self.monitor.abort_reason()
         first = self.monitor.first_failure("lost", error.peer, str(error))
         dumped = self._dump(f"lost rank {error.peer} at {where}")
@@ -160,6 +167,8 @@ class Runtime:
         for group in self.groups.values():
             group.shutdown()
         self.transport.close()
+        if self.failed and hasattr(self.store, "linger"):
+            self.store.linger(health.REPORT_WAIT_SECONDS + 1.0)
         self.store.close()
 
 

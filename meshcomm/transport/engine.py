@@ -73,12 +73,26 @@ class _PostedRecv:
         self.fingerprint = fingerprint
 
 
-class _PeerAborted(Exception):
-    """The peer's notice arrived: it called abort(), or it lost rank `lost` during a collective."""
+class _Notice(Exception):
+    """A peer's notice arrived: the job is broken (it aborted, lost a rank, or found a mismatch)."""
 
-    def __init__(self, lost: int | None) -> None:
-        super().__init__()
-        self.lost = lost
+    def __init__(self, head: wire.Header, text: str) -> None:
+        super().__init__(text)
+        self.reason = head.key.group
+        self.peer = head.key.seq if head.key.seq >= 0 else None
+        self.text = text
+
+    @classmethod
+    def read(cls, head: wire.Header, sock: socket.socket, already: bytes = b"") -> "_Notice":
+        """The notice's text follows its header in the same segment; take what is there without blocking."""
+        wanted = min(head.nbytes, wire.NOTICE_TEXT_BYTES)
+        text = already[:wanted]
+        try:
+            if len(text) < wanted:
+                text += sock.recv(wanted - len(text))
+        except OSError:
+            pass
+        return cls(head, text.decode(errors="replace"))
 
 
 class _Unexpected:
@@ -557,9 +571,9 @@ class Transport:
         if data:
             try:
                 data += state.sock.recv(wire.HEADER_BYTES - 1)
-                head = wire.unpack(data)
-                if head.key.kind == wire.KIND_ABORT:
-                    notice = _PeerAborted(head.key.seq if head.key.seq >= 0 else None)
+                head = wire.unpack(data[: wire.HEADER_BYTES])
+                if head.key.kind == wire.KIND_NOTICE:
+                    notice = _Notice.read(head, state.sock)
             except (OSError, ValueError, struct.error):
                 pass
         self._lose(state, notice or (None if not data else OSError("unexpected bytes on a shared-memory peer's socket")))
@@ -633,8 +647,8 @@ class Transport:
                     except ValueError as exc:
                         self._lose(state, exc)
                         return moved
-                    if head.key.kind == wire.KIND_ABORT:
-                        self._lose(state, _PeerAborted(head.key.seq if head.key.seq >= 0 else None))
+                    if head.key.kind == wire.KIND_NOTICE:
+                        self._lose(state, _Notice.read(head, state.sock))
                         return moved
                     if state.shm and not drain:
                         inbound.held, inbound.held_until = head, time.monotonic() + _HOLD_SECONDS
@@ -683,11 +697,8 @@ class Transport:
     def _lose(self, state: _Peer, exc: Exception | None) -> None:
         """A connection broke: fail everything that needed that peer."""
         reason = f": {exc}" if exc else ""
-        if isinstance(exc, _PeerAborted) and exc.lost is None:
-            error = AbortedError(f"rank {self.rank}: rank {state.rank} called abort()")
-        elif isinstance(exc, _PeerAborted):
-            error = PeerLostError(f"rank {self.rank}: rank {exc.lost} was lost (rank {state.rank} lost it and told us)",
-                                  exc.lost)
+        if isinstance(exc, _Notice):
+            error = _notice_error(self.rank, state.rank, exc)
         else:
             error = PeerLostError(f"rank {self.rank}: connection to rank {state.rank} closed{reason}", state.rank)
         with self._lock:
@@ -720,7 +731,7 @@ class Transport:
             if state.inbound.handle is not None:
                 # A payload was half-read straight into a posted receive.
                 state.inbound.handle.fail(error)
-        if isinstance(exc, _PeerAborted) and self._aborted is None:
+        if isinstance(exc, _Notice) and self._aborted is None:
             self.abort(error)  # a broken job fails everything here, not just what involved that peer
 
     def abort(self, error: Exception, tell_peers: bool = False) -> None:
@@ -737,17 +748,17 @@ class Transport:
                     entry[0].fail(error)
         self._wake_poller()
         if tell_peers:
-            self.tell_peers(list(self._peers), None)
+            self.tell_peers(list(self._peers), wire.NOTICE_ABORT, None, str(error))
 
-    def tell_peers(self, peers: list[int], lost: int | None) -> None:
-        """End the connections to `peers` with a notice: this rank aborted (lost None) or lost rank `lost`."""
+    def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
+        """End the connections to `peers` with a notice of why the job is broken (header.notice)."""
         if not self._progress_lock.acquire(timeout=1.0):
             return
         try:
-            for peer in peers:
-                state = self._peers.get(peer)
-                if state is not None and peer != lost:
-                    self._send_notice(state, wire.abort_notice(lost))
+            for rank in peers:
+                state = self._peers.get(rank)
+                if state is not None and rank != peer:
+                    self._send_notice(state, wire.notice(reason, peer, text))
         finally:
             self._progress_lock.release()
 
@@ -797,3 +808,12 @@ class Transport:
                     sock.close()
         self._accept_thread.join(timeout=2)
 
+
+
+def _notice_error(rank: int, sender: int, notice: _Notice) -> Exception:
+    said = f"rank {rank}: rank {sender} reported: {notice.text}"
+    if notice.reason == wire.NOTICE_ABORT:
+        return AbortedError(said)
+    if notice.reason == wire.NOTICE_MISMATCH:
+        return CollectiveMismatchError(said)
+    return PeerLostError(said, notice.peer)

@@ -19,7 +19,9 @@ NO_FINGERPRINT = bytes(FINGERPRINT_BYTES)
 
 KIND_P2P = 1
 KIND_COLLECTIVE = 2
-KIND_ABORT = 3  # the last thing a rank writes on a connection: it aborted (seq -1) or lost rank `seq`
+KIND_NOTICE = 3  # the last message a rank sends on a connection: why the job is broken (see notice())
+NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH = 0, 1, 2  # a notice's reason, in its key's group field
+NOTICE_TEXT_BYTES = 1024  # most text a notice carries; a longer length field is refused
 
 
 class Key(NamedTuple):
@@ -44,11 +46,12 @@ def pack(key: Key, fingerprint: bytes, nbytes: int) -> bytes:
 def unpack(data: bytes | bytearray | memoryview) -> Header:
     """Parse a header; ValueError for anything that is not one of ours."""
     magic, kind, _flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
-    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_ABORT):
+    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE):
         raise ValueError(f"not a meshcomm message header: {bytes(data[:8])!r}")
     return Header(Key(kind, group, seq, step), fingerprint, nbytes)
 
 
-def abort_notice(lost: int | None = None) -> bytes:
-    """'I called abort()' (lost None) or 'I lost rank `lost`, so the job is broken'."""
-    return pack(Key(KIND_ABORT, 0, -1 if lost is None else lost, 0), NO_FINGERPRINT, 0)
+def notice(reason: int, peer: int | None, text: str) -> bytes:
+    """Header and text of a notice: this rank aborted, lost rank `peer`, or found a collective mismatch."""
+    body = text.encode(errors="replace")[:NOTICE_TEXT_BYTES]
+    return pack(Key(KIND_NOTICE, reason, -1 if peer is None else peer, 0), NO_FINGERPRINT, len(body)) + body
