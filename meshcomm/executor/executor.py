@@ -61,7 +61,7 @@ def run(call: Call, transport) -> None:
         except CommTimeoutError as exc:
             raise CommTimeoutError(
                 f"{fp.describe(call.fingerprint)} seq {call.seq} in group {call.group_name!r}, "
-                f"step {index} of {schedule.algorithm}: {exc}"
+                f"step {index} of {schedule.algorithm}, did not finish within its timeout of {call.timeout:g} s: {exc}"
             ) from None
 
 

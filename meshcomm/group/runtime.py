@@ -101,40 +101,47 @@ class Runtime:
     def explain_failure(self, group: Group, seq: int, entry: list, error: BaseException) -> BaseException:
         """The error to raise for a failed collective, and the flight recorder dumped.
 
-        A timeout names the ranks that had not arrived. A lost peer names the
-        rank that failed first, since peers of a failed rank leave in turn; an
-        aborted job says who aborted it."""
+        A timeout names the ranks that had not arrived. A lost peer or a
+        mismatch is passed on to the group's other ranks at once (they may be
+        waiting on someone else), and recorded in the store as the job's first
+        failure unless another came first, so that ranks which only see a peer
+        leave can say why it left."""
         where = f"seq {seq} in group {group.group_name!r}"
         self.failed = True
-        if isinstance(error, AbortedError):
+        if isinstance(error, AbortedError) and self.aborted is error:
             return error
+        if getattr(error, "from_notice", False):
+            return type(error)(f"{error}, at {where}; {self._dump(f'told by a peer at {where}: {error}')}",
+                               *([error.peer] if isinstance(error, PeerLostError) else []))
+        others = [r for r in group.ranks if r != self.rank]
         if isinstance(error, CommTimeoutError):
             arrivals = self.monitor.who_had_not_arrived(group, seq, entry)
             self.monitor.first_failure("timeout", None, str(error))
+            # The group cannot finish this collective now: tell the others rather than let them wait or see us leave.
+            self.transport.tell_peers(others, wire.NOTICE_TIMEOUT, None, f"{error}; {arrivals}")
             return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}')}")
-        others = [r for r in group.ranks if r != self.rank]
         if isinstance(error, CollectiveMismatchError):
-            # Tell the group at once: the ranks not talking to the odd one out would wait for their timeout.
-            self.transport.tell_peers(others, wire.NOTICE_MISMATCH, None, str(error))
-            self.monitor.first_failure("mismatch", None, str(error))
+            text = str(error).replace("this rank called", f"rank {self.rank} called")
+            self.transport.tell_peers(others, wire.NOTICE_MISMATCH, None, text)
+            self.monitor.first_failure("mismatch", None, text)
             return CollectiveMismatchError(f"{error}; {self._dump(f'collective mismatch at {where}')}")
         if not isinstance(error, PeerLostError):
             return error
-        # Tell the group at once: its other ranks may be waiting on someone else, not on the lost rank.
-        self.transport.tell_peers(others, wire.NOTICE_LOST, error.peer, str(error))
+        self.transport.tell_peers(others, wire.NOTICE_LOST, error.peer, "")
         aborter = self.monitor.abort_reason()
         first = self.monitor.first_failure("lost", error.peer, str(error))
         dumped = self._dump(f"lost rank {error.peer} at {where}")
         if aborter is not None:
             return AbortedError(f"rank {self.rank}: the job was aborted by {aborter} ({error}); {dumped}")
-        if first is None or first[0] == self.rank:
-            return PeerLostError(f"{error} at {where}; {dumped}", error.peer)
-        rank, kind, lost, text = first
-        if kind == "lost" and lost != error.peer:
-            return PeerLostError(f"rank {self.rank}: rank {lost} was lost (first noticed by rank {rank}) at {where}; "
-                                 f"here: {error}; {dumped}", lost)
-        return PeerLostError(f"{error} at {where}; it left after the job's first failure, on rank {rank}: {text}; "
-                             f"{dumped}", error.peer)
+        if first is not None and first[0] != self.rank:
+            rank, kind, lost, text = first
+            if kind == "lost" and lost != error.peer:
+                return PeerLostError(f"rank {self.rank}: rank {lost} was lost (first noticed by rank {rank}) at "
+                                     f"{where}; here: {error}; {dumped}", lost)
+            if kind != "lost":
+                return PeerLostError(f"{error} at {where}, after the job's first failure, on rank {rank}: {text}; "
+                                     f"{dumped}", error.peer)
+        return PeerLostError(f"{error} at {where}; {dumped}", error.peer)
 
     def _dump(self, reason: str) -> str:
         """Dump this rank's flight recorder and ask the other ranks to dump theirs."""
@@ -151,14 +158,14 @@ class Runtime:
         # The store first: a peer that sees our notice and leaves may take the store with it.
         self.monitor.announce_abort(message)
         self.abort_locally(AbortedError(f"rank {self.rank}: aborted by abort()" + (f": {reason}" if reason else "")),
-                           tell_peers=True)
+                           notice=reason)
 
-    def abort_locally(self, error: AbortedError, tell_peers: bool = False) -> None:
+    def abort_locally(self, error: AbortedError, notice: str | None = None) -> None:
         with self._lock:
             if self.aborted is not None:
                 return
             self.aborted = error
-        self.transport.abort(error, tell_peers)
+        self.transport.abort(error, notice)
 
     def close(self) -> None:
         self.monitor.stop()
@@ -166,9 +173,9 @@ class Runtime:
             signal.signal(signal.SIGUSR1, self._previous_sigusr1)
         for group in self.groups.values():
             group.shutdown()
-        self.transport.close()
         if self.failed and hasattr(self.store, "linger"):
             self.store.linger(health.REPORT_WAIT_SECONDS + 1.0)
+        self.transport.close()
         self.store.close()
 
 

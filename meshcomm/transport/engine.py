@@ -403,10 +403,7 @@ class Transport:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 waiting = ", ".join(f"{h.kind} {'any' if h.peer is None else h.peer}" for h in pending)
-                raise CommTimeoutError(
-                    f"rank {self.rank}: timed out after {self.timeout if timeout is None else timeout:.1f} s "
-                    f"waiting for: {waiting}"
-                )
+                raise CommTimeoutError(f"rank {self.rank}: timed out waiting for: {waiting}")
             if self._progress_lock.acquire(timeout=min(remaining, _POLL_SLICE)):
                 try:
                     self._poll(min(remaining, _POLL_SLICE))
@@ -734,9 +731,9 @@ class Transport:
         if isinstance(exc, _Notice) and self._aborted is None:
             self.abort(error)  # a broken job fails everything here, not just what involved that peer
 
-    def abort(self, error: Exception, tell_peers: bool = False) -> None:
-        """Fail every pending operation with `error` and refuse new ones; with `tell_peers`,
-        end every connection with an abort notice so the peers fail theirs at once too."""
+    def abort(self, error: Exception, notice: str | None = None) -> None:
+        """Fail every pending operation with `error` and refuse new ones; with a `notice` (the
+        reason, may be ""), end every connection with an abort notice so peers fail theirs at once."""
         with self._lock:
             self._aborted = error
             for waiting in self._posted.values():
@@ -747,8 +744,8 @@ class Transport:
                 for entry in state.sendq:
                     entry[0].fail(error)
         self._wake_poller()
-        if tell_peers:
-            self.tell_peers(list(self._peers), wire.NOTICE_ABORT, None, str(error))
+        if notice is not None:
+            self.tell_peers(list(self._peers), wire.NOTICE_ABORT, None, notice)
 
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         """End the connections to `peers` with a notice of why the job is broken (header.notice)."""
@@ -811,9 +808,15 @@ class Transport:
 
 
 def _notice_error(rank: int, sender: int, notice: _Notice) -> Exception:
-    said = f"rank {rank}: rank {sender} reported: {notice.text}"
+    """The error a peer's notice stands for; `from_notice` tells the runtime not to pass it on again."""
     if notice.reason == wire.NOTICE_ABORT:
-        return AbortedError(said)
-    if notice.reason == wire.NOTICE_MISMATCH:
-        return CollectiveMismatchError(said)
-    return PeerLostError(said, notice.peer)
+        error: Exception = AbortedError(f"rank {rank}: rank {sender} called abort()" + (f": {notice.text}" if notice.text else ""))
+    elif notice.reason == wire.NOTICE_MISMATCH:
+        error = CollectiveMismatchError(f"rank {rank}: rank {sender} found a {notice.text}")
+    elif notice.reason == wire.NOTICE_TIMEOUT:
+        error = CommTimeoutError(f"rank {rank}: rank {sender} gave up on a collective: {notice.text}")
+    else:
+        error = PeerLostError(f"rank {rank}: rank {notice.peer} was lost (rank {sender} lost its connection to it "
+                              "and told this rank)", notice.peer)
+    error.from_notice = True
+    return error

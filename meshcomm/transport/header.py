@@ -20,7 +20,7 @@ NO_FINGERPRINT = bytes(FINGERPRINT_BYTES)
 KIND_P2P = 1
 KIND_COLLECTIVE = 2
 KIND_NOTICE = 3  # the last message a rank sends on a connection: why the job is broken (see notice())
-NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH = 0, 1, 2  # a notice's reason, in its key's group field
+NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH, NOTICE_TIMEOUT = 0, 1, 2, 3  # a notice's reason, in its key's group field
 NOTICE_TEXT_BYTES = 1024  # most text a notice carries; a longer length field is refused
 
 
@@ -52,6 +52,6 @@ def unpack(data: bytes | bytearray | memoryview) -> Header:
 
 
 def notice(reason: int, peer: int | None, text: str) -> bytes:
-    """Header and text of a notice: this rank aborted, lost rank `peer`, or found a collective mismatch."""
+    """Header and text of a notice: this rank aborted, lost rank `peer`, found a collective mismatch or timed out."""
     body = text.encode(errors="replace")[:NOTICE_TEXT_BYTES]
     return pack(Key(KIND_NOTICE, reason, -1 if peer is None else peer, 0), NO_FINGERPRINT, len(body)) + body
