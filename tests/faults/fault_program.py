@@ -71,10 +71,13 @@ def main() -> None:
                 result["completed"] += 1
         elif scenario == "desync":
             call(other if rank == victim else collective, rank, size)
+            dist.barrier()  # a rank whose part was over (a broadcast root) learns of the mismatch here
         elif scenario == "dtype":
             call(collective, rank, size, np.float64 if rank == victim else np.float32)
+            dist.barrier()
         elif scenario == "size":
             call(collective, rank, size, count=COUNT + (rank == victim))
+            dist.barrier()
         elif scenario == "never":
             if rank == victim:
                 time.sleep(timeout + 3)
