@@ -31,7 +31,7 @@ from meshcomm.trace import flight_recorder as fr
 ABORT_KEY = "abort"
 DUMP_KEY = "dump_requests"
 FIRST_FAILURE_KEY = "first_failure"  # "rank|kind|peer|message", set once, by the first rank to fail
-_POLL_SECONDS = 0.25
+_POLL_SECONDS = 0.5  # the store is a fallback: notices on the data connections carry failures at once
 REPORT_WAIT_SECONDS = 2.0  # longest a timeout error waits for the store to say where the others are
 
 

@@ -101,11 +101,12 @@ class Runtime:
     def explain_failure(self, group: Group, seq: int, entry: list, error: BaseException) -> BaseException:
         """The error to raise for a failed collective, and the flight recorder dumped.
 
-        A timeout names the ranks that had not arrived. A lost peer or a
-        mismatch is passed on to the group's other ranks at once (they may be
-        waiting on someone else), and recorded in the store as the job's first
-        failure unless another came first, so that ranks which only see a peer
-        leave can say why it left."""
+        A timeout names the ranks that had not arrived. Every failure is passed
+        on to the group's other ranks at once (they may be waiting on someone
+        else): a timeout or a mismatch fails just this collective there, a lost
+        peer breaks their connections. It is also recorded in the store as the
+        job's first failure unless another came first, so that ranks which only
+        see a peer leave can say why it left."""
         where = f"seq {seq} in group {group.group_name!r}"
         self.failed = True
         if isinstance(error, AbortedError) and self.aborted is error:
@@ -118,11 +119,11 @@ class Runtime:
             arrivals = self.monitor.who_had_not_arrived(group, seq, entry)
             self.monitor.first_failure("timeout", None, str(error))
             # The group cannot finish this collective now: tell the others rather than let them wait or see us leave.
-            self.transport.tell_peers(others, wire.NOTICE_TIMEOUT, None, f"{error}; {arrivals}")
+            self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_TIMEOUT, f"{error}; {arrivals}")
             return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}')}")
         if isinstance(error, CollectiveMismatchError):
             text = str(error).replace("this rank called", f"rank {self.rank} called")
-            self.transport.tell_peers(others, wire.NOTICE_MISMATCH, None, text)
+            self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_MISMATCH, text)
             self.monitor.first_failure("mismatch", None, text)
             return CollectiveMismatchError(f"{error}; {self._dump(f'collective mismatch at {where}')}")
         if not isinstance(error, PeerLostError):

@@ -74,7 +74,7 @@ class _PostedRecv:
 
 
 class _Notice(Exception):
-    """A peer's notice arrived: the job is broken (it aborted, lost a rank, or found a mismatch)."""
+    """A peer's notice arrived: the job is broken (it aborted, or lost a rank during a collective)."""
 
     def __init__(self, head: wire.Header, text: str) -> None:
         super().__init__(text)
@@ -156,6 +156,7 @@ class Transport:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
         self._aborted: Exception | None = None
+        self._failed_calls: dict[tuple[int, int], Exception] = {}  # (group, seq) -> why a peer gave it up
         self._listener = socket.create_server((address, 0), backlog=max(world_size, 16))
         self.address = f"{address}:{self._listener.getsockname()[1]}"
         self._accepted: dict[int, socket.socket] = {}
@@ -299,6 +300,9 @@ class Transport:
         with self._lock:
             if self._aborted is not None:
                 handle.fail(self._aborted)
+                return handle
+            if self._failed_calls and (key.group, key.seq) in self._failed_calls and key.kind == wire.KIND_COLLECTIVE:
+                handle.fail(self._failed_calls[key.group, key.seq])
                 return handle
             # Look at what already arrived first: a peer that sent its last
             # message and then left is not an error for that message.
@@ -658,6 +662,9 @@ class Transport:
 
     def _begin_payload(self, state: _Peer, head: wire.Header) -> None:
         inbound = state.inbound
+        if head.key.kind == wire.KIND_CALL_FAILED:
+            self._begin_call_failed(state, head)
+            return
         with self._lock:
             posted = self._match(state.rank, head)
             if posted is not None and not self._accepts(posted, state.rank, head):
@@ -684,6 +691,50 @@ class Transport:
             return
         inbound.target, inbound.target_got, inbound.on_done = target, 0, done
         inbound.handle = posted.handle if posted is not None else None
+
+    def _begin_call_failed(self, state: _Peer, head: wire.Header) -> None:
+        if head.nbytes > wire.NOTICE_TEXT_BYTES:
+            self._lose(state, ValueError(f"a call-failed message of {head.nbytes} bytes"))
+            return
+        text = bytearray(head.nbytes)
+
+        def done() -> None:
+            self._call_failed(state.rank, head.key, text.decode(errors="replace"))
+
+        if not text:
+            done()
+            return
+        state.inbound.target, state.inbound.target_got, state.inbound.on_done = memoryview(text), 0, done
+
+    def _call_failed(self, sender: int, key: wire.Key, text: str) -> None:
+        """A peer gave up collective (group, seq): fail this rank's part of it, now and when posted later."""
+        if key.step == wire.NOTICE_TIMEOUT:
+            error: Exception = CommTimeoutError(f"rank {self.rank}: rank {sender} gave up on this collective: {text}")
+        else:
+            error = CollectiveMismatchError(f"rank {self.rank}: rank {sender} found a {text}")
+        error.from_notice = True
+        with self._lock:
+            self._failed_calls[key.group, key.seq] = error
+            for waiting_key in [k for k in self._posted if k.kind == wire.KIND_COLLECTIVE
+                                and k.group == key.group and k.seq == key.seq]:
+                for posted in self._posted.pop(waiting_key):
+                    posted.handle.fail(error)
+
+    def fail_call(self, peers: list[int], group: int, seq: int, reason: int, text: str) -> None:
+        """Tell `peers` that collective (group, seq) failed here (reason NOTICE_MISMATCH or NOTICE_TIMEOUT),
+        so they stop waiting for it; the connections stay usable for later collectives."""
+        body = memoryview(text.encode(errors="replace")[: wire.NOTICE_TEXT_BYTES])
+        key = wire.Key(wire.KIND_CALL_FAILED, group, seq, reason)
+        handles = []
+        for peer in peers:
+            try:
+                handles.append(self.isend(peer, body, key))
+            except (PeerLostError, AbortedError, ValueError):
+                pass
+        try:
+            self.wait(handles, timeout=1.0)  # bounded: a peer that cannot take it is failing anyway
+        except Exception:
+            pass
 
     def _end_payload(self, state: _Peer) -> None:
         inbound = state.inbound
@@ -811,10 +862,6 @@ def _notice_error(rank: int, sender: int, notice: _Notice) -> Exception:
     """The error a peer's notice stands for; `from_notice` tells the runtime not to pass it on again."""
     if notice.reason == wire.NOTICE_ABORT:
         error: Exception = AbortedError(f"rank {rank}: rank {sender} called abort()" + (f": {notice.text}" if notice.text else ""))
-    elif notice.reason == wire.NOTICE_MISMATCH:
-        error = CollectiveMismatchError(f"rank {rank}: rank {sender} found a {notice.text}")
-    elif notice.reason == wire.NOTICE_TIMEOUT:
-        error = CommTimeoutError(f"rank {rank}: rank {sender} gave up on a collective: {notice.text}")
     else:
         error = PeerLostError(f"rank {rank}: rank {notice.peer} was lost (rank {sender} lost its connection to it "
                               "and told this rank)", notice.peer)
