@@ -21,7 +21,9 @@ def register() -> bool:
     if BACKEND_NAME in dist.Backend.backend_list:
         return True
     # devices must be a list: torch iterates it, and a bare "cpu" would be read letter by letter.
-    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
+    # CUDA tensors are staged through host memory (meshcomm/api/tensors.py); one backend
+    # object serves both, as torch creates a single backend when every device maps to it.
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu", "cuda"])
     return True
 
 

@@ -27,7 +27,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_ALGO": ("", "algorithm override: 'ring' or 'all_reduce:ring;broadcast:binomial'"),
     "MESHCOMM_CHUNK_BYTES": ("1048576", "largest piece a message is cut into for pipelining"),
     "MESHCOMM_DEBUG": ("", "INFO prints algorithm choices; DEBUG adds every schedule step"),
-    "MESHCOMM_TRACE": ("", "directory where each rank writes a Chrome trace"),
+    "MESHCOMM_TRACE": ("", "directory where each rank writes its Chrome trace events (rank<N>.jsonl); `meshcomm trace merge DIR` joins them"),
     "MESHCOMM_DUMP_DIR": ("", "where each rank writes its flight recorder (rank<N>.json) on a timeout, a lost peer or SIGUSR1 (default: a meshcomm-dumps-<job> folder in the temp dir)"),
     "MESHCOMM_FLIGHT_RECORDER_SIZE": ("256", "collectives each rank's flight recorder keeps"),
     "MESHCOMM_PROGRESS_AFTER": ("1", "seconds a rank stays in one collective (or idle after it) before it tells the store how far it got, so a peer's timeout can name who had not arrived"),

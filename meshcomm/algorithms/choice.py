@@ -14,6 +14,12 @@ from meshcomm.algorithms.problem import Problem
 SMALL_BYTES = 64 << 10
 
 _FEWEST_STEPS = {"all_reduce": "recursive_doubling"}
+# When the group spans hosts, large all_reduces and broadcasts take the node-aware
+# algorithms: the links between hosts are the slow ones, and they put the fewest bytes
+# on them. The one-leader all_gather and reduce_scatter lost to the ring at 16 MiB
+# across 2 namespaces with 1 Gbit/s links (benchmarks/multihost.py), so they wait for
+# the cost model.
+_ACROSS_HOSTS = {"all_reduce": "hierarchical", "broadcast": "hierarchical"}
 
 
 def parse_override(text: str, known: dict[str, dict], source: str = "MESHCOMM_ALGO",
@@ -44,4 +50,6 @@ def choose(problem: Problem, itemsize: int, default: dict[str, str]) -> str:
     fast = _FEWEST_STEPS.get(problem.collective)
     if fast is not None and problem.nranks > 1 and problem.counts[0] * itemsize <= SMALL_BYTES:
         return fast
+    if problem.hosts and problem.collective in _ACROSS_HOSTS:
+        return _ACROSS_HOSTS[problem.collective]
     return default[problem.collective]

@@ -13,6 +13,10 @@ are element counts; their meaning depends on the collective:
   i to rank j; rank i's input is its row concatenated, rank j's output is its
   column concatenated (source order);
 - barrier: () — no data.
+
+`hosts`, when given, is the host index of each rank of the group (ranks with
+equal indices share a host): node-aware algorithms read it, the others ignore
+it. Empty means unknown, which they treat as one host.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class Problem:
     nranks: int
     counts: tuple = ()
     root: int = 0
+    hosts: tuple = ()
 
     def __post_init__(self) -> None:
         if self.collective not in COLLECTIVES:
@@ -66,6 +71,8 @@ class Problem:
             )
         if any(int(c) < 0 for c in self.counts):
             raise ValueError(f"counts must be >= 0, got {self.counts}")
+        if self.hosts and (len(self.hosts) != self.nranks or any(int(h) < 0 for h in self.hosts)):
+            raise ValueError(f"hosts must give a host index >= 0 for each of {self.nranks} ranks, got {self.hosts}")
 
     @property
     def count(self) -> int:

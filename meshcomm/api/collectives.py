@@ -13,6 +13,7 @@ from meshcomm.algorithms.problem import Problem
 from meshcomm.api import ops as _ops
 from meshcomm.api.state import group_peer, resolve_group
 from meshcomm.api.tensors import Buffer, as_buffer, same_dtype
+from meshcomm.executor import narrow_floats
 from meshcomm.executor.reduce_ops import combiner
 
 
@@ -35,10 +36,9 @@ def _reduction(op, buffer: Buffer, group_size: int):
 def _scale(flat: np.ndarray, logical: str | None, factor: float | None) -> None:
     if factor is None or flat.size == 0:
         return
-    if logical == "bfloat16":
-        from meshcomm.executor.reduce_ops import _bf16_narrow, _bf16_widen
-
-        flat[...] = _bf16_narrow(_bf16_widen(flat) * np.float32(factor))
+    if logical is not None:
+        widen, narrow = narrow_floats.converter(logical)
+        flat[...] = narrow(widen(flat) * np.float32(factor))
     else:
         flat *= flat.dtype.type(factor) if flat.dtype.kind == "c" else factor
 

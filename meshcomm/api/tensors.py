@@ -1,9 +1,10 @@
 """Turning what users pass (numpy arrays, torch CPU tensors) into flat contiguous numpy buffers.
 
-torch tensors are used zero-copy through `.numpy()`; bfloat16 (no numpy
-dtype) travels as its 16-bit storage and is reduced by the executor in
-float32. A non-contiguous argument is worked on in a contiguous copy that is
-written back when the operation completes.
+torch tensors are used zero-copy through `.numpy()`; bfloat16 and float8
+(no numpy dtype) travel as their raw bits and are reduced by the executor in
+float32. A non-contiguous argument, or a torch tensor on an accelerator (CUDA
+and others: staged through host memory), is worked on in a contiguous CPU
+copy that is written back when the operation completes.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from meshcomm.executor import narrow_floats
+
 
 @dataclass
 class Buffer:
     flat: np.ndarray  # 1-D contiguous view (or copy) of the user's data
     dtype_name: str  # the user-visible dtype, e.g. "float32", "bfloat16"
-    logical: str | None  # "bfloat16" when flat holds raw storage
+    logical: str | None  # "bfloat16", "float8_e4m3fn", ... when flat holds raw bits
     writeback: Callable[[], None] | None  # copies flat back into a non-contiguous original
 
     @property
@@ -58,12 +61,12 @@ def _dtype_name(dtype: np.dtype) -> str:
 
 def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
     dtype_name = _dtype_name(array.dtype)
-    logical = "bfloat16" if dtype_name == "bfloat16" else None  # ml_dtypes' bfloat16
+    logical = dtype_name if dtype_name in narrow_floats.NARROW else None  # ml_dtypes' bfloat16, float8
     if array.dtype.kind not in "biufc" and logical is None:
         raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
     if writable and not array.flags.writeable:
         raise ValueError(f"{name} is read-only, but this operation writes its result into it")
-    storage = array.view(np.uint16) if logical else array
+    storage = array.view(narrow_floats.storage(logical)) if logical else array
     if storage.flags.c_contiguous:
         return Buffer(storage.reshape(-1), dtype_name, logical, None)
     copy = np.ascontiguousarray(storage)
@@ -77,23 +80,25 @@ def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
 def _torch_buffer(tensor, name: str, writable: bool) -> Buffer:
     import torch
 
-    if tensor.device.type != "cpu":
-        raise ValueError(f"{name} is on device {tensor.device}; meshcomm moves CPU tensors (call .cpu() first)")
     if tensor.is_sparse or tensor.layout != torch.strided:
         raise TypeError(f"{name} has layout {tensor.layout}; meshcomm sends dense (strided) tensors")
     dtype_name = str(tensor.dtype).removeprefix("torch.")
-    logical = None
-    source = tensor.detach()
-    if tensor.dtype == torch.bfloat16:
-        logical = "bfloat16"
-        view = (lambda t: t.view(torch.int16).numpy().view(np.uint16))
+    logical = dtype_name if dtype_name in narrow_floats.NARROW else None
+    if logical is not None:
+        bits = torch.int16 if logical == "bfloat16" else torch.uint8
+        view = (lambda t: t.view(bits).numpy().view(narrow_floats.storage(logical)))
     elif tensor.dtype.is_complex or tensor.dtype.is_floating_point or tensor.dtype in _TORCH_INTEGRAL:
         view = (lambda t: t.numpy())
     else:
         raise TypeError(f"{name} has dtype {tensor.dtype}, which meshcomm cannot send")
-    if source.is_contiguous():
+    source = tensor.detach()
+    if source.device.type == "meta":
+        raise ValueError(f"{name} is on device meta, which holds no data to send")
+    on_host = source.device.type == "cpu"
+    if on_host and source.is_contiguous():
         return Buffer(view(source).reshape(-1), dtype_name, logical, None)
-    copy = source.contiguous()
+    # .cpu() waits for the device's pending work on the tensor, and copy_ below writes the result back.
+    copy = source.contiguous() if on_host else source.cpu().contiguous()
 
     def writeback() -> None:
         with torch.no_grad():

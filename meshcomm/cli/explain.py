@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -39,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"pair's block (all_to_all; default 1); at most {MAX_COUNT}")
     parser.add_argument("--root", type=argtypes.non_negative_int, default=None, metavar="R",
                         help="root of broadcast, reduce, gather and scatter (default 0)")
+    parser.add_argument("--ranks-per-host", type=_nranks, default=None, metavar="K",
+                        help="put ranks 0..K-1 on host 0, the next K on host 1, ... (what node-aware algorithms "
+                             "such as all_reduce's hierarchical see; default: one host)")
     parser.add_argument("--dtype", default="float32", metavar="DTYPE",
                         help="element type for the byte counts of the cost summary (default float32)")
     parser.add_argument("--format", choices=("text", "svg", "png", "html"), default=None,
@@ -85,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
         if args.output is None and sys.stdout.isatty():
             raise UsageError("argument --format: png is binary data; give -o FILE.png or redirect stdout")
 
-    trace = build_trace(make_problem(collective, args.nranks, args.count, root), args.algo, args.dtype)
+    problem = make_problem(collective, args.nranks, args.count, root)
+    if args.ranks_per_host is not None:
+        problem = dataclasses.replace(problem, hosts=tuple(r // args.ranks_per_host for r in range(args.nranks)))
+    trace = build_trace(problem, args.algo, args.dtype)
     color = fmt == "text" and args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     drawing = render(trace, fmt, color=color)
     if args.output is not None:

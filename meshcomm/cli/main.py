@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "store": ("serve a standalone rendezvous store (MESHCOMM_STORE=external jobs connect to it)", "meshcomm.cli.store"),
     "bench": ("time collectives nccl-tests style, alone or beside gloo and MPICH (--compare)", "meshcomm.cli.bench"),
     "explain": ("draw a collective's algorithm step by step: text, svg, png or an html page", "meshcomm.cli.explain"),
+    "trace": ("merge the per-rank trace files of a MESHCOMM_TRACE job into one Perfetto/chrome://tracing file", "meshcomm.cli.trace"),
     "doctor": ("line up the ranks' flight-recorder dumps and name the rank that diverged or stalled", "meshcomm.cli.doctor"),
 }
 

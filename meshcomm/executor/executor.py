@@ -40,10 +40,18 @@ class Call:
     fingerprint: bytes
     chunk_bytes: int
     timeout: float
+    trace: object = None  # a meshcomm.trace TraceWriter when MESHCOMM_TRACE is set
 
 
 def run(call: Call, transport) -> None:
     """Execute the schedule; raise the first failure with the collective named."""
+    if call.trace is None:
+        _run(call, transport, _run_step)
+    else:
+        _run_traced(call, transport)
+
+
+def _run(call: Call, transport, run_step) -> None:
     schedule = call.schedule
     buffers = dict(call.buffers)
     dtype = _dtype(buffers)
@@ -55,7 +63,7 @@ def run(call: Call, transport) -> None:
     deadline = time.monotonic() + call.timeout
     for index, step in enumerate(_plan(schedule, dtype.itemsize, call.chunk_bytes)):
         try:
-            _run_step(call, transport, buffers, dtype, index, step, deadline)
+            run_step(call, transport, buffers, dtype, index, step, deadline)
         except (CollectiveMismatchError, MessageSizeError, CommTimeoutError) as exc:
             if getattr(exc, "from_notice", False):
                 raise  # another rank's failure, passed on to this one: already says what happened
@@ -65,6 +73,30 @@ def run(call: Call, transport) -> None:
                 f"{fp.describe(call.fingerprint)} seq {call.seq} in group {call.group_name!r}, "
                 f"step {index} of {schedule.algorithm}, did not finish within its timeout of {call.timeout:g} s: {exc}"
             ) from None
+
+
+def _run_traced(call: Call, transport) -> None:
+    """Run as `run` does, writing one event for the collective and one per step."""
+    trace = call.trace
+    schedule = call.schedule
+    where = {"group": call.group_name, "group_id": call.group_id, "seq": call.seq, "algorithm": schedule.algorithm}
+    step_args = trace.encode(where)[:-1] + ',"step":'  # encoded once per call, completed per step
+
+    def traced_step(call, transport, buffers, dtype, index, step, deadline) -> None:
+        start = trace.now()
+        try:
+            _run_step(call, transport, buffers, dtype, index, step, deadline)
+        finally:
+            trace.complete("step", f"step {index}", start, trace.now(), f"{step_args}{index}}}")
+
+    sizes = {f"{name}_bytes": int(array.nbytes) for name, array in call.buffers.items() if array is not None}
+    dtype = _dtype(call.buffers)
+    start = trace.now()
+    try:
+        _run(call, transport, traced_step)
+    finally:
+        args = {**where, "call": fp.describe(call.fingerprint), "dtype": str(dtype), **sizes, "steps": len(schedule.steps)}
+        trace.complete("collective", schedule.collective, start, trace.now(), args)
 
 
 def _dtype(buffers: dict) -> np.dtype:

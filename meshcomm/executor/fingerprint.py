@@ -10,11 +10,13 @@ from __future__ import annotations
 import struct
 
 from meshcomm.algorithms.problem import COLLECTIVES
+from meshcomm.executor.narrow_floats import FLOAT8
 
 _FORMAT = struct.Struct("!BBBBIQ")
 DTYPE_CODES = (
     "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "longdouble",
+    *FLOAT8,
 )
 OP_NAMES = ("none", "sum", "product", "min", "max", "band", "bor", "bxor", "avg", "premul_sum")
 

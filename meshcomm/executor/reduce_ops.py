@@ -1,8 +1,7 @@
 """Reduction operators as in-place numpy functions: combine(dst, src) leaves op(dst, src) in dst.
 
-bfloat16 arrives as its 16-bit storage (numpy has no bfloat16): it is widened
-to float32, combined, and rounded back to nearest-even, so no optional
-package is needed to reduce it.
+bfloat16 and float8 arrive as their raw bits (numpy has neither): they are
+widened to float32, combined, and rounded back (narrow_floats.py).
 """
 
 from __future__ import annotations
@@ -10,6 +9,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+
+from meshcomm.executor import narrow_floats
 
 Combine = Callable[[np.ndarray, np.ndarray], None]
 
@@ -39,11 +40,16 @@ def combiner(op: str, dtype: np.dtype, logical: str | None = None) -> Combine:
     Raises TypeError naming op and dtype for pairs that have no meaning
     (bitwise ops on floats, min/max on complex), before any data moves.
     """
-    if logical == "bfloat16":
+    if logical is not None:
         ufunc = _NUMERIC.get(op)
         if ufunc is None:
-            raise TypeError(f"op {op} is not defined for bfloat16")
-        return lambda dst, src: _bf16_combine(ufunc, dst, src)
+            raise TypeError(f"op {op} is not defined for {logical}")
+        widen, narrow = narrow_floats.converter(logical)
+
+        def combine(dst: np.ndarray, src: np.ndarray) -> None:
+            dst[...] = narrow(ufunc(widen(dst), widen(src)))
+
+        return combine
     kind = dtype.kind
     if kind == "b":
         ufunc = _BOOL.get(op)
@@ -56,21 +62,3 @@ def combiner(op: str, dtype: np.dtype, logical: str | None = None) -> Combine:
     if ufunc is None:
         raise TypeError(f"reduce op {op} is not defined for dtype {logical or dtype}")
     return lambda dst, src: ufunc(dst, src, out=dst)
-
-
-def _bf16_widen(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def _bf16_narrow(values: np.ndarray) -> np.ndarray:
-    bits = values.view(np.uint32)
-    rounded = bits + (0x7FFF + ((bits >> 16) & 1))
-    narrow = (rounded >> 16).astype(np.uint16)
-    nan = np.isnan(values)
-    if nan.any():
-        narrow[nan] = 0x7FC0
-    return narrow
-
-
-def _bf16_combine(ufunc, dst: np.ndarray, src: np.ndarray) -> None:
-    dst[...] = _bf16_narrow(ufunc(_bf16_widen(dst), _bf16_widen(src)))

@@ -8,6 +8,7 @@ and complete in issue order; a blocking call waits for the queue first.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import queue
 import threading
@@ -34,6 +35,10 @@ class Group:
         self.timeout = timeout
         self.rank = self.ranks.index(runtime.rank) if runtime.rank in self.ranks else -1
         self.size = len(self.ranks)
+        # The host index of each member when the group spans several hosts (node-aware algorithms
+        # read it from the Problem); empty on one host, so single-host calls pay nothing for it.
+        spread = tuple(runtime.transport.host_of[r] for r in self.ranks)
+        self.hosts = spread if len(set(spread)) > 1 else ()
         self._seq = 0
         self._seq_lock = threading.Lock()
         self._queue: queue.Queue | None = None
@@ -67,6 +72,8 @@ class Group:
         timeout: float | None = None,
     ) -> Work | None:
         """Run (or queue) one collective described by `problem` on this rank's buffers."""
+        if self.hosts:
+            problem = dataclasses.replace(problem, hosts=self.hosts)
         if algorithm is None:
             algorithm = self.runtime.algorithm_for(problem, buffers)
         schedule = _schedule(problem, self.rank, algorithm)
@@ -87,6 +94,7 @@ class Group:
                 fingerprint=fingerprint,
                 chunk_bytes=settings.chunk_bytes,
                 timeout=self.timeout if timeout is None else timeout,
+                trace=self.runtime.trace,
             )
             entry = recorder.start(self.group_name, seq, fingerprint, algorithm, self.ranks)
             try:

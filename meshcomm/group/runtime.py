@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -18,6 +19,8 @@ from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
 from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport import header as wire
+from meshcomm.trace.messages import TracedTransport
+from meshcomm.trace.writer import TraceWriter
 from meshcomm.transport.engine import Transport
 
 WORLD_NAME = "default_pg"
@@ -57,6 +60,14 @@ class Runtime:
             timeout,
             advertised_address(master_addr),
         )
+        # Decided once: with MESHCOMM_TRACE unset nothing is wrapped and every
+        # collective pays one `is None` check.
+        self.trace: TraceWriter | None = None
+        trace_dir = config.get("MESHCOMM_TRACE")
+        if trace_dir:
+            self.trace = TraceWriter(trace_dir, rank)
+            atexit.register(self.trace.close)  # a program that never calls destroy_process_group
+            self.transport = TracedTransport(self.transport, self.trace)
         self.world = Group(self, tuple(range(world_size)), 0, WORLD_NAME, timeout)
         self.groups: dict[int, Group] = {0: self.world}
         self._next_group_id = 1
@@ -178,6 +189,9 @@ class Runtime:
             self.store.linger(health.REPORT_WAIT_SECONDS + 1.0)
         self.transport.close()
         self.store.close()
+        if self.trace is not None:
+            self.trace.close()
+            atexit.unregister(self.trace.close)
 
 
 def _dump_on_sigusr1(recorder: FlightRecorder):

@@ -1,1 +1,2 @@
-"""Looking back at what ranks did: the flight recorder of recent operations (and trace files)."""
+"""Looking back at what ranks did: Chrome trace event files written under MESHCOMM_TRACE, merged per job,
+and the flight recorder of each rank's recent collectives, dumped when something goes wrong."""

@@ -171,6 +171,7 @@ class Transport:
             store.set(f"transport/addr/{rank}", self.address)
             self._connect_all(store)
             self._local = LocalPeers(rank, world_size, store, timeout)
+            self.host_of = self._local.host_of  # every rank's host index
             for peer, channel in self._local.channels.items():
                 state = self._peers[peer]
                 state.channel, state.shm = channel, True

@@ -53,7 +53,7 @@ class LocalPeers:
 
     Every rank calls it (it reads every rank's host key). `channels` maps each
     local peer's global rank to its ShmChannel; empty when shared memory is off
-    or this rank is alone on its host.
+    or this rank is alone on its host. `host_of` gives every rank's host index.
     """
 
     def __init__(self, rank: int, world_size: int, store, timeout: float) -> None:
@@ -64,6 +64,9 @@ class LocalPeers:
         # A rank that cannot use shared memory keeps its whole host on TCP: both
         # ends of a channel must agree on it.
         self.ranks = sorted(r for r, h in hosts.items() if h.split(b"|", 1)[1] == mine.split(b"|", 1)[1])
+        # Host index of every rank (numbered in order of first appearance), for node-aware algorithms.
+        index: dict[bytes, int] = {}
+        self.host_of = tuple(index.setdefault(hosts[r].split(b"|", 1)[1], len(index)) for r in range(world_size))
         self.enabled = len(self.ranks) > 1 and all(hosts[r].startswith(b"shm|") for r in self.ranks)
         self.channels: dict[int, shm.ShmChannel] = {}
         self.segment: shm.Segment | None = None

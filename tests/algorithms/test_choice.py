@@ -17,6 +17,16 @@ def test_small_all_reduce_takes_fewest_steps_large_takes_the_default() -> None:
     assert choose(Problem("broadcast", 4, (1,)), 4, DEFAULT) == DEFAULT["broadcast"]
 
 
+def test_across_hosts_the_node_aware_algorithms_are_taken() -> None:
+    count, hosts = SMALL_BYTES // 4 + 1, (0, 0, 1, 1)
+    assert choose(Problem("all_reduce", 4, (count,), hosts=hosts), 4, DEFAULT) == "hierarchical"
+    assert choose(Problem("all_reduce", 4, (4,), hosts=hosts), 4, DEFAULT) == "recursive_doubling"
+    assert choose(Problem("broadcast", 4, (4,), hosts=hosts), 4, DEFAULT) == "hierarchical"
+    assert choose(Problem("all_gather", 4, (4,) * 4, hosts=hosts), 4, DEFAULT) == DEFAULT["all_gather"]
+    assert choose(Problem("gather", 4, (4,) * 4, hosts=hosts), 4, DEFAULT) == DEFAULT["gather"]
+    assert choose(Problem("broadcast", 4, (count,)), 4, DEFAULT) == DEFAULT["broadcast"]
+
+
 def test_override_by_bare_name_applies_to_every_collective_that_has_it() -> None:
     chosen = parse_override("ring", ALGORITHMS)
     assert chosen == {c: "ring" for c, names in ALGORITHMS.items() if "ring" in names}

@@ -16,6 +16,8 @@ OVERRIDES = {
     "binomial": "broadcast:scatter_recursive_doubling;all_reduce:binomial;all_gather:bruck;"
                 "reduce_scatter:pairwise;all_to_all:scattered",
     "double_binary_tree": "all_reduce:double_binary_tree",
+    "hierarchical": "broadcast:hierarchical;all_reduce:hierarchical;all_gather:hierarchical;"
+                    "reduce_scatter:hierarchical",
 }
 
 
@@ -78,11 +80,18 @@ def every_collective() -> list[str]:
     return wrong
 
 
+# Fake hosts (MESHCOMM_HOST_ID per rank) give the node-aware algorithms several hosts of unequal sizes.
+HOSTS = {3: ["a", "b", "b"], 4: ["a", "b", "a", "b"]}
+
+
 @pytest.mark.parametrize("size", [3, 4])
 @pytest.mark.parametrize("name", list(OVERRIDES))
 def test_overridden_algorithms_match_numpy_on_real_ranks(name: str, size: int) -> None:
     override = OVERRIDES[name]
-    cluster = Cluster(size, env={"MESHCOMM_ALGO": override})
+    env = {"MESHCOMM_ALGO": override}
+    if name == "hierarchical":
+        env["MESHCOMM_HOST_ID"] = HOSTS[size]
+    cluster = Cluster(size, env=env)
     try:
         picked = cluster.run(chosen)
         named = dict(part.split(":") for part in override.split(";"))

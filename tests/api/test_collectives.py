@@ -143,6 +143,25 @@ def bfloat16_via_ml_dtypes_or_storage() -> bool:
     return bool(np.array_equal(x.astype(np.float32), np.full(8, 1.5 * size, np.float32)))
 
 
+def float8_cases() -> bool:
+    """float8 (ml_dtypes' numpy arrays) moves as bytes and reduces in float32, rounded back per step."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    ok = True
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        kind = getattr(ml_dtypes, name)
+        x = np.full(8, 0.5, dtype=kind)
+        dist.all_reduce(x)  # sums of halves up to 2.0 are exact in both formats
+        ok &= np.array_equal(x.astype(np.float32), np.full(8, 0.5 * size, np.float32))
+        y = np.array([rank, -rank], dtype=kind)
+        dist.all_reduce(y, op=ReduceOp.MAX)
+        ok &= np.array_equal(y.astype(np.float32), [size - 1, 0])
+        out = np.empty(size, dtype=kind)
+        dist.all_gather_into_tensor(out, np.array([rank], dtype=kind))
+        ok &= np.array_equal(out.astype(np.float32), np.arange(size, dtype=np.float32))
+    return bool(ok)
+
+
 def scan_cases() -> bool:
     rank = dist.get_rank()
     x = np.full(4, rank + 1, np.int64)
@@ -230,6 +249,11 @@ def test_bool_complex_and_float16(cluster):
 def test_bfloat16(cluster):
     pytest.importorskip("ml_dtypes")
     assert all(cluster.run(bfloat16_via_ml_dtypes_or_storage))
+
+
+def test_float8(cluster):
+    pytest.importorskip("ml_dtypes")
+    assert all(cluster.run(float8_cases))
 
 
 def test_scan_and_exscan(cluster):

@@ -109,3 +109,13 @@ def test_help_describes_the_formats(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--format" in out and "html" in out and "--algo" in out
+
+
+def test_ranks_per_host_draws_the_node_aware_schedule(capsys: pytest.CaptureFixture[str]) -> None:
+    # Two hosts of two ranks: the hierarchical all_reduce crosses hosts only between equal local ranks.
+    assert main(["explain", "all_reduce", "--algo", "hierarchical", "-n", "4", "--ranks-per-host", "2"]) == 0
+    two_hosts = capsys.readouterr().out
+    assert "rank 0 -> rank 2" in two_hosts and "rank 1 -> rank 3" in two_hosts
+    assert "rank 0 -> rank 3" not in two_hosts and "rank 1 -> rank 2" not in two_hosts
+    assert main(["explain", "all_reduce", "--algo", "hierarchical", "-n", "4"]) == 0
+    assert capsys.readouterr().out != two_hosts

@@ -221,6 +221,12 @@ def meshcomm_only(rank: int, size: int) -> dict:
     pg = dist.group.WORLD
     out["two_tensors"] = _failure(lambda: pg.allreduce([floats(rank, 2), floats(rank, 2)]))
     out["meta_tensor"] = _failure(lambda: dist.all_reduce(torch.empty(2, device="meta")))
+    # float8 (gloo has none): moved as bytes, reduced in float32 through ml_dtypes
+    eight = torch.full((4,), 0.5).to(torch.float8_e4m3fn)
+    dist.all_reduce(eight)
+    gathered = [torch.empty(1, dtype=torch.float8_e5m2) for _ in range(size)]
+    dist.all_gather(gathered, torch.tensor([float(rank)]).to(torch.float8_e5m2))
+    out["float8"] = [eight.float().tolist(), [g.float().item() for g in gathered]]
     out["backend"] = [dist.get_backend(), pg.name(), type(pg).__name__]
     sub = dist.new_group([0, size - 1])
     out["sub_group_rank"] = dist.get_group_rank(sub, rank) if rank in (0, size - 1) else None

@@ -73,6 +73,11 @@ def test_groups_are_meshcomm_process_groups_named_like_torchs(results):
         assert ours["sub_group_rank"] == {0: 0, SIZE - 1: 1}.get(rank)
 
 
+def test_float8_tensors_are_reduced_and_gathered(results):
+    for rank in range(SIZE):
+        assert results["meshcomm"][rank]["meshcomm_only"]["float8"] == [[0.5 * SIZE] * 4, [float(r) for r in range(SIZE)]]
+
+
 def test_meshcomm_functions_run_on_the_backends_groups(results):
     for rank in range(SIZE):
         assert results["meshcomm"][rank]["meshcomm_only"]["meshcomm_on_torch_group"] == [3.0, 3.0, 3.0]

@@ -46,12 +46,13 @@ def test_meshcomm_works_without_torch(tmp_path):
     assert done.stdout.strip() == "[1.0, 1.0, 1.0] False"
 
 
-def test_registration_is_for_cpu_and_leaves_gloo_the_default():
+def test_registration_is_for_cpu_and_cuda_and_leaves_gloo_and_nccl_the_defaults():
     assert register() is True
     assert register() is True  # again: harmless
     assert "meshcomm" in dist.Backend.backend_list
-    assert dist.Backend.backend_capability["meshcomm"] == ["cpu"]
+    assert dist.Backend.backend_capability["meshcomm"] == ["cpu", "cuda"]  # CUDA tensors staged through the host
     assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
+    assert dist.Backend.default_device_backend_map["cuda"] == "nccl"
 
 
 def test_reduce_ops_translate_with_premul_sum_factor():

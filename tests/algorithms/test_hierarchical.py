@@ -1,0 +1,91 @@
+"""Hierarchical collectives: right on every host layout, and frugal with the links between hosts."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from meshcomm.algorithms import get_schedule
+from meshcomm.algorithms.checker import check
+from meshcomm.algorithms.problem import Problem
+from meshcomm.algorithms.schedule import Send
+
+# Every way to put 1..5 ranks on up to 3 hosts (host indices in any order, so
+# hosts interleave and number out of order), then some larger uneven ones.
+LAYOUTS = [hosts for n in range(1, 6) for hosts in itertools.product(range(3), repeat=n)]
+LAYOUTS += [(0,) * 5 + (1,) * 3 + (2,) * 8, tuple(r % 4 for r in range(16)), (1, 0) * 6 + (2,) * 3]
+COUNTS = (0, 1, 2, 5, 16, 37)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_hierarchical_all_reduce_is_right_on_every_host_layout(in_place: bool) -> None:
+    for hosts in LAYOUTS:
+        for count in COUNTS:
+            check(Problem("all_reduce", len(hosts), (count,), hosts=hosts), "hierarchical", in_place=in_place)
+
+
+def layout_problems(collective: str, hosts: tuple) -> list[Problem]:
+    n = len(hosts)
+    if collective == "broadcast":
+        return [Problem(collective, n, (count,), root=root, hosts=hosts) for root in range(n) for count in (0, 7)]
+    uneven = tuple((r * 3 + 1) % 4 for r in range(n))  # includes ranks with empty blocks
+    return [Problem(collective, n, counts, hosts=hosts) for counts in (uneven, (5,) * n)]
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "all_gather", "reduce_scatter"])
+def test_hierarchical_leader_algorithms_are_right_on_every_host_layout(collective: str) -> None:
+    for hosts in LAYOUTS:
+        for problem in layout_problems(collective, hosts):
+            check(problem, "hierarchical", in_place=False)
+            if collective == "broadcast":
+                check(problem, "hierarchical", in_place=True)
+
+
+def test_without_hosts_it_is_right_too() -> None:
+    for n in range(1, 10):
+        check(Problem("all_reduce", n, (23,)), "hierarchical")
+
+
+def cross_host_elements(problem: Problem, algorithm: str) -> dict[int, int]:
+    """Elements each host sends to other hosts, summed over its ranks."""
+    sent: dict[int, int] = {}
+    for rank in range(problem.nranks):
+        for step in get_schedule(problem, rank, algorithm).steps:
+            for op in step:
+                if isinstance(op, Send) and problem.hosts[op.peer] != problem.hosts[rank]:
+                    sent[problem.hosts[rank]] = sent.get(problem.hosts[rank], 0) + op.src.count
+    return sent
+
+
+@pytest.mark.parametrize(("hosts", "per_host"), [(2, 2), (2, 4), (4, 2), (3, 3)])
+def test_each_host_puts_two_h_minus_one_over_h_of_the_buffer_on_its_link(hosts: int, per_host: int) -> None:
+    count = 12 * 16 * hosts * per_host
+    layout = tuple(r // per_host for r in range(hosts * per_host))
+    problem = Problem("all_reduce", len(layout), (count,), hosts=layout)
+    assert cross_host_elements(problem, "hierarchical") == {h: 2 * count * (hosts - 1) // hosts for h in range(hosts)}
+    # The flat ring crosses a host boundary on every link that joins two hosts and
+    # carries 2 m (n - 1) / n there: more than the hierarchical algorithm's share.
+    ring = cross_host_elements(problem, "ring")
+    assert all(ring[h] > 2 * count * (hosts - 1) // hosts for h in range(hosts))
+
+
+def test_hosts_must_name_a_host_for_every_rank() -> None:
+    with pytest.raises(ValueError, match="hosts must give a host index >= 0 for each of 3 ranks"):
+        Problem("all_reduce", 3, (4,), hosts=(0, 1))
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "all_gather", "reduce_scatter"])
+def test_leader_algorithms_cross_each_link_with_the_least_data(collective: str) -> None:
+    hosts, per_host, block = 3, 4, 10
+    layout = tuple(r % hosts for r in range(hosts * per_host))  # hosts interleave in rank order
+    n = len(layout)
+    counts = (block * n,) if collective == "broadcast" else (block,) * n
+    problem = Problem(collective, n, counts, root=5, hosts=layout)
+    sent = cross_host_elements(problem, "hierarchical")
+    if collective == "broadcast":
+        # Every other host receives the buffer exactly once.
+        assert sum(sent.values()) == (hosts - 1) * block * n
+    else:
+        # Each host sends the other hosts' share of its data once: (H - 1) host blocks, in ring order.
+        assert sent == {h: (hosts - 1) * per_host * block for h in range(hosts)}

@@ -1,0 +1,64 @@
+"""Run one meshcomm job across the namespaces of a Network: one `meshcomm run` per host.
+
+Each host's launcher gets --nnodes/--node-rank/--master-addr/--master-port
+and its own --host-id, the way a user starts a job on several machines; host
+0's launcher serves the store on its own address. All share one job token.
+Every launcher is waited for with a deadline; past it every launcher gets
+SIGTERM, on which it stops its ranks, and SIGKILL if it does not exit.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from tests.multihost.netns import Network
+
+STORE_PORT = 29500  # every namespace has its own ports, so a fixed one cannot clash
+
+
+@dataclass
+class HostRun:
+    host: int
+    returncode: int | None  # None: killed at the deadline
+    output: str
+
+
+def run_job(net: Network, ranks_per_host: int, argv: list[str], timeout: float = 90.0,
+            env: dict[str, str] | None = None) -> list[HostRun]:
+    """Start argv (a Python script and its arguments) on every host; wait for all launchers."""
+    token = secrets.token_hex(16)
+    environ = {**os.environ, "MESHCOMM_TOKEN": token, **(env or {})}
+    launchers = []
+    for host in range(len(net.names)):
+        command = [sys.executable, "-m", "meshcomm", "run", "-n", str(ranks_per_host),
+                   "--nnodes", str(len(net.names)), "--node-rank", str(host),
+                   "--master-addr", net.addresses[0], "--master-port", str(STORE_PORT),
+                   "--host-id", f"host{host}", "--timeout", str(int(timeout)), *argv]
+        launchers.append(subprocess.Popen(net.command(host, command), env=environ, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+    runs = []
+    for host, launcher in enumerate(launchers):
+        try:
+            output, _ = launcher.communicate(timeout=timeout + 30)
+            runs.append(HostRun(host, launcher.returncode, output))
+        except subprocess.TimeoutExpired:
+            _stop(launchers)
+            output, _ = launcher.communicate(timeout=30)
+            runs.append(HostRun(host, None, output))
+    return runs
+
+
+def _stop(launchers: list[subprocess.Popen]) -> None:
+    for launcher in launchers:
+        if launcher.poll() is None:
+            launcher.terminate()
+    for launcher in launchers:
+        try:
+            launcher.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait(timeout=15)
