@@ -33,6 +33,7 @@ from meshcomm.api.groups import (
 )
 from meshcomm.api.init import (
     Backend,
+    abort,
     destroy_process_group,
     get_backend,
     get_rank,
@@ -81,7 +82,7 @@ __all__ = [
     "AbortedError", "AuthenticationError", "Backend", "CollectiveMismatchError", "CommTimeoutError",
     "DeviceMesh", "Group", "GroupMember", "MeshcommError", "P2POp", "PeerLostError", "ProcessGroup",
     "ReduceOp", "RendezvousError", "Work",
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
+    "abort", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
     "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
     "destroy_process_group", "exscan", "gather", "gather_object", "get_backend", "get_global_rank",
     "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size", "init_device_mesh",

@@ -29,6 +29,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_TUNING": ("", "cost-model parameters saved by `meshcomm tune` (JSON file); empty = built-in defaults"),
     "MESHCOMM_DEBUG": ("", "INFO prints, on stderr, each group's cost table and every call's algorithm and predicted time"),
     "MESHCOMM_TRACE": ("", "directory where each rank writes its Chrome trace events (rank<N>.jsonl); `meshcomm trace merge DIR` joins them"),
+    "MESHCOMM_DUMP_DIR": ("", "where each rank writes its flight recorder (rank<N>.json) on a timeout, a lost peer or SIGUSR1 (default: a meshcomm-dumps-<job> folder in the temp dir)"),
+    "MESHCOMM_FLIGHT_RECORDER_SIZE": ("256", "collectives each rank's flight recorder keeps"),
+    "MESHCOMM_PROGRESS_AFTER": ("1", "seconds a rank stays in one collective (or idle after it) before it tells the store how far it got, so a peer's timeout can name who had not arrived"),
 }
 
 

@@ -107,6 +107,15 @@ def destroy_process_group(group=None) -> None:
     runtime.close()
 
 
+def abort(reason: str = "") -> None:
+    """Unblock every pending operation of this rank with AbortedError, and make the other ranks'
+    pending and later operations fail the same way (they learn it through the store within
+    about a second). The process group stays unusable until destroy_process_group()."""
+    if not isinstance(reason, str):
+        raise TypeError(f"reason must be a str, got {type(reason).__name__}")
+    state.runtime().abort(reason)
+
+
 def is_initialized() -> bool:
     return state.is_initialized()
 

@@ -64,12 +64,14 @@ def _run(call: Call, transport, run_step) -> None:
     for index, step in enumerate(_plan(schedule, dtype.itemsize, call.chunk_bytes)):
         try:
             run_step(call, transport, buffers, dtype, index, step, deadline)
-        except (CollectiveMismatchError, MessageSizeError) as exc:
-            raise _mismatch(call, index, exc) from None
-        except CommTimeoutError as exc:
+        except (CollectiveMismatchError, MessageSizeError, CommTimeoutError) as exc:
+            if getattr(exc, "from_notice", False):
+                raise  # another rank's failure, passed on to this one: already says what happened
+            if not isinstance(exc, CommTimeoutError):
+                raise _mismatch(call, index, exc) from None
             raise CommTimeoutError(
                 f"{fp.describe(call.fingerprint)} seq {call.seq} in group {call.group_name!r}, "
-                f"step {index} of {schedule.algorithm}: {exc}"
+                f"step {index} of {schedule.algorithm}, did not finish within its timeout of {call.timeout:g} s: {exc}"
             ) from None
 
 

@@ -45,3 +45,18 @@ def describe(fingerprint: bytes) -> str:
     if name in ("broadcast", "reduce", "gather", "scatter"):
         parts.append(f"root={root}")
     return f"{name}({', '.join(parts)})"
+
+
+def fields(fingerprint: bytes) -> dict:
+    """The fingerprint as named fields (collective, dtype, op, root, count), for dumps and tools."""
+    try:
+        coll, dtype, op, _flags, root, count = _FORMAT.unpack(fingerprint)
+        return {
+            "collective": COLLECTIVES[coll - 1],
+            "dtype": DTYPE_CODES[dtype - 1] if 0 < dtype <= len(DTYPE_CODES) else "?",
+            "op": OP_NAMES[op] if op < len(OP_NAMES) else str(op),
+            "root": root,
+            "count": count,
+        }
+    except (struct.error, IndexError):
+        return {"collective": "?", "dtype": "?", "op": "?", "root": 0, "count": 0}

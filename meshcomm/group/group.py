@@ -88,6 +88,8 @@ class Group:
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         settings = self.runtime.settings
 
+        recorder = self.runtime.recorder
+
         def job(seq: int) -> object:
             call = executor.Call(
                 schedule=schedule,
@@ -102,7 +104,13 @@ class Group:
                 timeout=self.timeout if timeout is None else timeout,
                 trace=self.runtime.trace,
             )
-            executor.run(call, self.runtime.transport)
+            entry = recorder.start(self.group_name, seq, fingerprint, algorithm, self.ranks)
+            try:
+                executor.run(call, self.runtime.transport)
+            except Exception as exc:
+                recorder.finish(entry, exc)
+                raise self.runtime.explain_failure(self, seq, entry, exc) from None
+            recorder.finish(entry)
             return finish() if finish is not None else None
 
         return self.submit(f"{problem.collective} on group {self.group_name!r}", job, async_op)

@@ -5,15 +5,21 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import socket
 import threading
 
 from meshcomm import config
 from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.choice import parse_override
+from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError
 from meshcomm.group.group import Group
+from meshcomm.group import health
+from meshcomm.group.health import Monitor
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.store import PrefixStore, Store
+from meshcomm.trace.flight_recorder import FlightRecorder
+from meshcomm.transport import header as wire
 from meshcomm.trace.messages import TracedTransport
 from meshcomm.trace.writer import TraceWriter
 from meshcomm.transport.engine import Transport
@@ -69,6 +75,11 @@ class Runtime:
         self.groups: dict[int, Group] = {0: self.world}
         self._next_group_id = 1
         self._lock = threading.Lock()
+        self.recorder = FlightRecorder(rank, world_size)
+        self.aborted: AbortedError | None = None
+        self.failed = False  # a collective of this rank failed: the store may be needed a moment longer
+        self.monitor = Monitor(self, PrefixStore("meshcomm", store))
+        self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
 
     def _agreed_tuning(self, store: Store) -> tuple[model.Parameters, int]:
         """Rank 0's cost-model parameters and core count, for every rank.
@@ -110,11 +121,102 @@ class Runtime:
         self.groups[group_id] = group
         return group
 
+    # ----- failures
+
+    def explain_failure(self, group: Group, seq: int, entry: list, error: BaseException) -> BaseException:
+        """The error to raise for a failed collective, and the flight recorder dumped.
+
+        A timeout names the ranks that had not arrived. Every failure is passed
+        on to the group's other ranks at once (they may be waiting on someone
+        else): a timeout or a mismatch fails just this collective there, a lost
+        peer breaks their connections. It is also recorded in the store as the
+        job's first failure unless another came first, so that ranks which only
+        see a peer leave can say why it left."""
+        where = f"seq {seq} in group {group.group_name!r}"
+        self.failed = True
+        if isinstance(error, AbortedError) and self.aborted is error:
+            return error
+        if getattr(error, "from_notice", False):
+            return type(error)(f"{error}, at {where}; {self._dump(f'told by a peer at {where}: {error}')}",
+                               *([error.peer] if isinstance(error, PeerLostError) else []))
+        others = [r for r in group.ranks if r != self.rank]
+        if isinstance(error, CommTimeoutError):
+            arrivals = self.monitor.who_had_not_arrived(group, seq, entry)
+            self.monitor.first_failure("timeout", None, str(error))
+            # The group cannot finish this collective now: tell the others rather than let them wait or see us leave.
+            self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_TIMEOUT, f"{error}; {arrivals}")
+            return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}')}")
+        if isinstance(error, CollectiveMismatchError):
+            text = str(error).replace("this rank called", f"rank {self.rank} called")
+            self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_MISMATCH, text)
+            self.monitor.first_failure("mismatch", None, text)
+            return CollectiveMismatchError(f"{error}; {self._dump(f'collective mismatch at {where}')}")
+        if not isinstance(error, PeerLostError):
+            return error
+        self.transport.tell_peers(others, wire.NOTICE_LOST, error.peer, "")
+        aborter = self.monitor.abort_reason()
+        first = self.monitor.first_failure("lost", error.peer, str(error))
+        dumped = self._dump(f"lost rank {error.peer} at {where}")
+        if aborter is not None:
+            return AbortedError(f"rank {self.rank}: the job was aborted by {aborter} ({error}); {dumped}")
+        if first is not None and first[0] != self.rank:
+            rank, kind, lost, text = first
+            if kind == "lost" and lost != error.peer:
+                return PeerLostError(f"rank {self.rank}: rank {lost} was lost (first noticed by rank {rank}) at "
+                                     f"{where}; here: {error}; {dumped}", lost)
+            if kind != "lost":
+                return PeerLostError(f"{error} at {where}, after the job's first failure, on rank {rank}: {text}; "
+                                     f"{dumped}", error.peer)
+        return PeerLostError(f"{error} at {where}; {dumped}", error.peer)
+
+    def _dump(self, reason: str) -> str:
+        """Dump this rank's flight recorder and ask the other ranks to dump theirs."""
+        try:
+            path = self.recorder.dump(reason)
+        except OSError as exc:
+            return f"flight recorder could not be dumped: {exc}"
+        self.monitor.request_dumps()
+        return f"flight recorder dumped to {path} (`meshcomm doctor {os.path.dirname(path)}` compares the ranks)"
+
+    def abort(self, reason: str = "") -> None:
+        """Fail every pending and future operation of this rank, and tell the other ranks to do the same."""
+        message = f"rank {self.rank} calling abort()" + (f": {reason}" if reason else "")
+        # The store first: a peer that sees our notice and leaves may take the store with it.
+        self.monitor.announce_abort(message)
+        self.abort_locally(AbortedError(f"rank {self.rank}: aborted by abort()" + (f": {reason}" if reason else "")),
+                           notice=reason)
+
+    def abort_locally(self, error: AbortedError, notice: str | None = None) -> None:
+        with self._lock:
+            if self.aborted is not None:
+                return
+            self.aborted = error
+        self.transport.abort(error, notice)
+
     def close(self) -> None:
+        self.monitor.stop()
+        if self._previous_sigusr1 is not None:
+            signal.signal(signal.SIGUSR1, self._previous_sigusr1)
         for group in self.groups.values():
             group.shutdown()
+        if self.failed and hasattr(self.store, "linger"):
+            self.store.linger(health.REPORT_WAIT_SECONDS + 1.0)
         self.transport.close()
         self.store.close()
         if self.trace is not None:
             self.trace.close()
             atexit.unregister(self.trace.close)
+
+
+def _dump_on_sigusr1(recorder: FlightRecorder):
+    """Dump the flight recorder on SIGUSR1 (only from the main thread, and only if
+    nobody else handles that signal); returns the handler to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL:
+        return None
+
+    def dump(signum, frame) -> None:
+        recorder.dump("SIGUSR1")
+
+    return signal.signal(signal.SIGUSR1, dump)

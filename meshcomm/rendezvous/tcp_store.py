@@ -205,6 +205,10 @@ class StoreServer:
             finally:
                 self._serving.release()
 
+    def client_count(self) -> int:
+        """Authenticated connections being served now."""
+        return len(self._conns)
+
     def _wake(self) -> None:
         try:
             self._wake_w.send(b"x")
@@ -658,6 +662,13 @@ class TCPStore(Store):
 
     def num_keys(self) -> int:
         return int(self._ok(NUM_KEYS, [])[0])
+
+    def linger(self, seconds: float) -> None:
+        """If this process serves the store, keep serving until the other clients have left or
+        `seconds` passed: after a failure, they may still need it to learn what went wrong."""
+        deadline = time.monotonic() + seconds
+        while self._server is not None and self._server.client_count() > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def close(self) -> None:
         with self._lock:

@@ -270,4 +270,6 @@ class MeshcommProcessGroup(dist.ProcessGroup):
         self._on_shutdown()
 
     def abort(self) -> None:
+        """torch's abort: fail what is pending here and on the other ranks (meshcomm.abort), then stop."""
+        self._group.runtime.abort(f"ProcessGroup.abort() on group {self._name!r}")
         self._on_shutdown()

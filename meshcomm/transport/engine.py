@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 
 from meshcomm.errors import (
+    AbortedError,
     AuthenticationError,
     CollectiveMismatchError,
     CommTimeoutError,
@@ -70,6 +71,28 @@ class _PostedRecv:
         self.peer = peer
         self.buffer = buffer
         self.fingerprint = fingerprint
+
+
+class _Notice(Exception):
+    """A peer's notice arrived: the job is broken (it aborted, or lost a rank during a collective)."""
+
+    def __init__(self, head: wire.Header, text: str) -> None:
+        super().__init__(text)
+        self.reason = head.key.group
+        self.peer = head.key.seq if head.key.seq >= 0 else None
+        self.text = text
+
+    @classmethod
+    def read(cls, head: wire.Header, sock: socket.socket, already: bytes = b"") -> "_Notice":
+        """The notice's text follows its header in the same segment; take what is there without blocking."""
+        wanted = min(head.nbytes, wire.NOTICE_TEXT_BYTES)
+        text = already[:wanted]
+        try:
+            if len(text) < wanted:
+                text += sock.recv(wanted - len(text))
+        except OSError:
+            pass
+        return cls(head, text.decode(errors="replace"))
 
 
 class _Unexpected:
@@ -133,6 +156,7 @@ class Transport:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
         self._aborted: Exception | None = None
+        self._failed_calls: dict[tuple[int, int], Exception] = {}  # (group, seq) -> why a peer gave it up
         self._listener = socket.create_server((address, 0), backlog=max(world_size, 16))
         self.address = f"{address}:{self._listener.getsockname()[1]}"
         self._accepted: dict[int, socket.socket] = {}
@@ -281,6 +305,9 @@ class Transport:
             if self._aborted is not None:
                 handle.fail(self._aborted)
                 return handle
+            if self._failed_calls and (key.group, key.seq) in self._failed_calls and key.kind == wire.KIND_COLLECTIVE:
+                handle.fail(self._failed_calls[key.group, key.seq])
+                return handle
             # Look at what already arrived first: a peer that sent its last
             # message and then left is not an error for that message.
             for message in self._unexpected.get(key, ()):
@@ -384,10 +411,7 @@ class Transport:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 waiting = ", ".join(f"{h.kind} {'any' if h.peer is None else h.peer}" for h in pending)
-                raise CommTimeoutError(
-                    f"rank {self.rank}: timed out after {self.timeout if timeout is None else timeout:.1f} s "
-                    f"waiting for: {waiting}"
-                )
+                raise CommTimeoutError(f"rank {self.rank}: timed out waiting for: {waiting}")
             if self._progress_lock.acquire(timeout=min(remaining, _POLL_SLICE)):
                 try:
                     self._poll(min(remaining, _POLL_SLICE))
@@ -548,7 +572,16 @@ class Transport:
             self._lose(state, exc)
             return
         self._read(state, drain=True)
-        self._lose(state, None if not data else OSError("unexpected bytes on a shared-memory peer's socket"))
+        notice = None
+        if data:
+            try:
+                data += state.sock.recv(wire.HEADER_BYTES - 1)
+                head = wire.unpack(data[: wire.HEADER_BYTES])
+                if head.key.kind == wire.KIND_NOTICE:
+                    notice = _Notice.read(head, state.sock)
+            except (OSError, ValueError, struct.error):
+                pass
+        self._lose(state, notice or (None if not data else OSError("unexpected bytes on a shared-memory peer's socket")))
 
     def _write(self, state: _Peer) -> bool:
         """Send what the channel takes now; True if any bytes went."""
@@ -619,6 +652,9 @@ class Transport:
                     except ValueError as exc:
                         self._lose(state, exc)
                         return moved
+                    if head.key.kind == wire.KIND_NOTICE:
+                        self._lose(state, _Notice.read(head, state.sock))
+                        return moved
                     if state.shm and not drain:
                         inbound.held, inbound.held_until = head, time.monotonic() + _HOLD_SECONDS
                         continue  # taken on at once when its receive is already posted
@@ -630,6 +666,9 @@ class Transport:
 
     def _begin_payload(self, state: _Peer, head: wire.Header) -> None:
         inbound = state.inbound
+        if head.key.kind == wire.KIND_CALL_FAILED:
+            self._begin_call_failed(state, head)
+            return
         with self._lock:
             posted = self._match(state.rank, head)
             if posted is not None and not self._accepts(posted, state.rank, head):
@@ -657,6 +696,50 @@ class Transport:
         inbound.target, inbound.target_got, inbound.on_done = target, 0, done
         inbound.handle = posted.handle if posted is not None else None
 
+    def _begin_call_failed(self, state: _Peer, head: wire.Header) -> None:
+        if head.nbytes > wire.NOTICE_TEXT_BYTES:
+            self._lose(state, ValueError(f"a call-failed message of {head.nbytes} bytes"))
+            return
+        text = bytearray(head.nbytes)
+
+        def done() -> None:
+            self._call_failed(state.rank, head.key, text.decode(errors="replace"))
+
+        if not text:
+            done()
+            return
+        state.inbound.target, state.inbound.target_got, state.inbound.on_done = memoryview(text), 0, done
+
+    def _call_failed(self, sender: int, key: wire.Key, text: str) -> None:
+        """A peer gave up collective (group, seq): fail this rank's part of it, now and when posted later."""
+        if key.step == wire.NOTICE_TIMEOUT:
+            error: Exception = CommTimeoutError(f"rank {self.rank}: rank {sender} gave up on this collective: {text}")
+        else:
+            error = CollectiveMismatchError(f"rank {self.rank}: rank {sender} found a {text}")
+        error.from_notice = True
+        with self._lock:
+            self._failed_calls[key.group, key.seq] = error
+            for waiting_key in [k for k in self._posted if k.kind == wire.KIND_COLLECTIVE
+                                and k.group == key.group and k.seq == key.seq]:
+                for posted in self._posted.pop(waiting_key):
+                    posted.handle.fail(error)
+
+    def fail_call(self, peers: list[int], group: int, seq: int, reason: int, text: str) -> None:
+        """Tell `peers` that collective (group, seq) failed here (reason NOTICE_MISMATCH or NOTICE_TIMEOUT),
+        so they stop waiting for it; the connections stay usable for later collectives."""
+        body = memoryview(text.encode(errors="replace")[: wire.NOTICE_TEXT_BYTES])
+        key = wire.Key(wire.KIND_CALL_FAILED, group, seq, reason)
+        handles = []
+        for peer in peers:
+            try:
+                handles.append(self.isend(peer, body, key))
+            except (PeerLostError, AbortedError, ValueError):
+                pass
+        try:
+            self.wait(handles, timeout=1.0)  # bounded: a peer that cannot take it is failing anyway
+        except Exception:
+            pass
+
     def _end_payload(self, state: _Peer) -> None:
         inbound = state.inbound
         done = inbound.on_done
@@ -666,7 +749,10 @@ class Transport:
     def _lose(self, state: _Peer, exc: Exception | None) -> None:
         """A connection broke: fail everything that needed that peer."""
         reason = f": {exc}" if exc else ""
-        error = PeerLostError(f"rank {self.rank}: connection to rank {state.rank} closed{reason}", state.rank)
+        if isinstance(exc, _Notice):
+            error = _notice_error(self.rank, state.rank, exc)
+        else:
+            error = PeerLostError(f"rank {self.rank}: connection to rank {state.rank} closed{reason}", state.rank)
         with self._lock:
             if state.lost is not None:
                 return
@@ -697,9 +783,12 @@ class Transport:
             if state.inbound.handle is not None:
                 # A payload was half-read straight into a posted receive.
                 state.inbound.handle.fail(error)
+        if isinstance(exc, _Notice) and self._aborted is None:
+            self.abort(error)  # a broken job fails everything here, not just what involved that peer
 
-    def abort(self, error: Exception) -> None:
-        """Fail every pending operation with `error` and refuse new ones."""
+    def abort(self, error: Exception, notice: str | None = None) -> None:
+        """Fail every pending operation with `error` and refuse new ones; with a `notice` (the
+        reason, may be ""), end every connection with an abort notice so peers fail theirs at once."""
         with self._lock:
             self._aborted = error
             for waiting in self._posted.values():
@@ -710,6 +799,32 @@ class Transport:
                 for entry in state.sendq:
                     entry[0].fail(error)
         self._wake_poller()
+        if notice is not None:
+            self.tell_peers(list(self._peers), wire.NOTICE_ABORT, None, notice)
+
+    def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
+        """End the connections to `peers` with a notice of why the job is broken (header.notice)."""
+        if not self._progress_lock.acquire(timeout=1.0):
+            return
+        try:
+            for rank in peers:
+                state = self._peers.get(rank)
+                if state is not None and rank != peer:
+                    self._send_notice(state, wire.notice(reason, peer, text))
+        finally:
+            self._progress_lock.release()
+
+    def _send_notice(self, state: _Peer, notice: bytes) -> None:
+        # On a TCP peer the notice goes where a header is due; after a half-sent
+        # message it would be read as payload, so that peer just sees us leave.
+        head = state.sendq[0] if state.sendq else None
+        half_sent = not state.shm and head is not None and (head[2] > 0 or head[1][0].nbytes != wire.HEADER_BYTES)
+        if state.lost is not None or half_sent:
+            return
+        try:
+            state.sock.send(notice)
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self._closed:
@@ -745,3 +860,14 @@ class Transport:
                     sock.close()
         self._accept_thread.join(timeout=2)
 
+
+
+def _notice_error(rank: int, sender: int, notice: _Notice) -> Exception:
+    """The error a peer's notice stands for; `from_notice` tells the runtime not to pass it on again."""
+    if notice.reason == wire.NOTICE_ABORT:
+        error: Exception = AbortedError(f"rank {rank}: rank {sender} called abort()" + (f": {notice.text}" if notice.text else ""))
+    else:
+        error = PeerLostError(f"rank {rank}: rank {notice.peer} was lost (rank {sender} lost its connection to it "
+                              "and told this rank)", notice.peer)
+    error.from_notice = True
+    return error

@@ -19,6 +19,10 @@ NO_FINGERPRINT = bytes(FINGERPRINT_BYTES)
 
 KIND_P2P = 1
 KIND_COLLECTIVE = 2
+KIND_NOTICE = 3  # the last message a rank sends on a connection: the job is broken (see notice())
+KIND_CALL_FAILED = 4  # one collective (group, seq) failed at the sender: the receiver fails its part of it too
+NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH, NOTICE_TIMEOUT = 0, 1, 2, 3  # why, in a notice's key
+NOTICE_TEXT_BYTES = 1024  # most text a notice carries; a longer length field is refused
 
 
 class Key(NamedTuple):
@@ -43,6 +47,12 @@ def pack(key: Key, fingerprint: bytes, nbytes: int) -> bytes:
 def unpack(data: bytes | bytearray | memoryview) -> Header:
     """Parse a header; ValueError for anything that is not one of ours."""
     magic, kind, _flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
-    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE):
+    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE, KIND_CALL_FAILED):
         raise ValueError(f"not a meshcomm message header: {bytes(data[:8])!r}")
     return Header(Key(kind, group, seq, step), fingerprint, nbytes)
+
+
+def notice(reason: int, peer: int | None, text: str) -> bytes:
+    """Header and text of a connection-ending notice: this rank aborted (peer None) or lost rank `peer`."""
+    body = text.encode(errors="replace")[:NOTICE_TEXT_BYTES]
+    return pack(Key(KIND_NOTICE, reason, -1 if peer is None else peer, 0), NO_FINGERPRINT, len(body)) + body

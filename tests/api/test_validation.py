@@ -102,3 +102,8 @@ def test_public_api_is_exactly_all():
                 "device_mesh", "launcher", "cli", "bench", "torch_backend", "tuner", "explain", "trace", "sim"}
     assert public - modules - {"ProcessGroup"} <= set(dist.__all__) | {"ProcessGroup"}
     assert set(dist.__all__) <= public
+
+
+def test_abort_reason_must_be_text():
+    with pytest.raises(TypeError, match="reason must be a str"):
+        dist.abort(7)

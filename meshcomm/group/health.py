@@ -1,0 +1,203 @@
+"""What the ranks of a job tell each other through the store, off the hot path.
+
+A collective never talks to the store. A background thread (the monitor) does,
+a few times a second:
+
+- it publishes how far this rank got in each group (`progress/<group>/<rank>`:
+  last started sequence number, its state and call) once that has stayed the
+  same for MESHCOMM_PROGRESS_AFTER seconds, i.e. when this rank is stuck in a
+  collective or idle after one. A rank whose collective times out reads these
+  to name the ranks that had not arrived;
+- it watches for `abort`, set by a rank that called meshcomm.abort(), and
+  then fails this rank's pending operations with AbortedError;
+- it watches `dump_requests`, a counter a rank raises when it dumps its
+  flight recorder after a failure, and dumps this rank's too, so that
+  `meshcomm doctor` also sees the ranks that were not in the failed collective.
+
+A store that stops answering is given up after its first failure: the job's
+collectives do not need it, and no error report may wait on it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from meshcomm import config
+from meshcomm.errors import AbortedError
+from meshcomm.executor import fingerprint as fp
+from meshcomm.trace import flight_recorder as fr
+
+ABORT_KEY = "abort"
+DUMP_KEY = "dump_requests"
+FIRST_FAILURE_KEY = "first_failure"  # "rank|kind|peer|message", set once, by the first rank to fail
+_POLL_SECONDS = 0.5  # the store is a fallback: notices on the data connections carry failures at once
+REPORT_WAIT_SECONDS = 2.0  # longest a timeout error waits for the store to say where the others are
+
+
+def progress_key(group_name: str, rank: int) -> str:
+    return f"progress/{group_name}/{rank}"
+
+
+def describe_progress(entry: list | None) -> str:
+    if entry is None:
+        return "-1 none"
+    return f"{entry[fr.SEQ]} {entry[fr.STATE]} {fp.describe(entry[fr.FINGERPRINT])}"
+
+
+class Monitor:
+    """The runtime's store-facing thread: progress out, abort in."""
+
+    def __init__(self, runtime, store) -> None:
+        self.runtime = runtime
+        self.store = store
+        self.store_lost = False
+        self.after = max(config.get_float("MESHCOMM_PROGRESS_AFTER"), 0.0)
+        self._published: dict[str, tuple] = {}  # group name -> (entry identity, state) last written
+        self._seen: dict[str, tuple] = {}  # group name -> (entry identity, state, monotonic time first seen)
+        self._dumps_seen = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="meshcomm-monitor", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(_POLL_SECONDS):
+            if self.store_lost:
+                return
+            try:
+                self._publish_settled_progress()
+                self._watch_for_abort()
+                self._watch_for_dump_requests()
+            except Exception:  # the store went away or refused: stop using it
+                self.store_lost = True
+
+    def _publish_settled_progress(self) -> None:
+        now = time.monotonic()
+        latest = self.runtime.recorder.latest
+        for group in list(self.runtime.groups.values()):
+            entry = latest.get(group.group_name)
+            state = (id(entry), None if entry is None else entry[fr.STATE])
+            seen = self._seen.get(group.group_name)
+            if seen is None or seen[:2] != state:
+                self._seen[group.group_name] = (*state, now)
+                continue
+            if now - seen[2] >= self.after and self._published.get(group.group_name) != state:
+                self.store.set(progress_key(group.group_name, self.runtime.rank), describe_progress(entry))
+                self._published[group.group_name] = state
+
+    def _watch_for_abort(self) -> None:
+        if self.runtime.aborted is None and self.store.check([ABORT_KEY]):
+            who = self.store.get(ABORT_KEY, timeout=1.0).decode(errors="replace")
+            self.runtime.abort_locally(AbortedError(f"rank {self.runtime.rank}: the job was aborted by {who}"))
+
+    def _watch_for_dump_requests(self) -> None:
+        requests = self.store.add(DUMP_KEY, 0)
+        if requests > self._dumps_seen:
+            self._dumps_seen = requests
+            self.runtime.recorder.dump("another rank failed and asked every rank to dump")
+
+    def request_dumps(self) -> None:
+        """Ask every rank's monitor to dump its flight recorder (best effort, bounded)."""
+
+        def ask() -> None:
+            self._dumps_seen = self.store.add(DUMP_KEY, 1)
+
+        self._bounded(ask)
+
+    def announce_abort(self, message: str) -> None:
+        """Tell the other ranks (best effort, bounded: a dead store must not block abort)."""
+        self._bounded(lambda: self.store.set(ABORT_KEY, message))
+
+    def abort_reason(self) -> str | None:
+        """Who aborted the job, if anyone did (asked when a peer vanished, to say why)."""
+        found: list[str] = []
+
+        def ask() -> None:
+            if self.store.check([ABORT_KEY]):
+                found.append(self.store.get(ABORT_KEY, timeout=1.0).decode(errors="replace"))
+
+        self._bounded(ask)
+        return found[0] if found else None
+
+    def first_failure(self, kind: str, peer: int | None, message: str) -> tuple[int, str, int, str] | None:
+        """Record this failure unless another came first; return the job's first (rank, kind, peer, message).
+
+        A rank that fails usually leaves, so its peers then see it vanish; this
+        lets them say what actually went wrong first, and where."""
+        found: list[bytes] = []
+        mine = f"{self.runtime.rank}|{kind}|{-1 if peer is None else peer}|{message[:500]}"
+        self._bounded(lambda: found.append(self.store.compare_set(FIRST_FAILURE_KEY, "", mine)))
+        if not found:
+            return None
+        rank, kind, lost, text = found[0].decode(errors="replace").split("|", 3)
+        return int(rank), kind, int(lost), text
+
+    def who_had_not_arrived(self, group, seq: int, entry: list) -> str:
+        """After a timeout at `seq`: which ranks of `group` were not in that collective, from the store."""
+        me = self.runtime.rank
+        reports: dict[int, str] = {}
+
+        def ask() -> None:
+            self.store.set(progress_key(group.group_name, me), describe_progress(entry))
+            keys = {rank: progress_key(group.group_name, rank) for rank in group.ranks if rank != me}
+            deadline = time.monotonic() + min(self.after + 1.0, REPORT_WAIT_SECONDS)
+            while True:
+                for rank, key in keys.items():
+                    if rank not in reports and self.store.check([key]):
+                        reports[rank] = self.store.get(key, timeout=1.0).decode(errors="replace")
+                if len(reports) == len(keys) or time.monotonic() >= deadline:
+                    return
+                time.sleep(0.05)
+
+        if not self._bounded(ask, REPORT_WAIT_SECONDS + 1.0):
+            return "the store did not answer, so where the other ranks are is unknown"
+        return summarize_progress(group.ranks, me, seq, reports)
+
+    def _bounded(self, action, seconds: float = 2.0) -> bool:
+        """Run a store action on its own thread for at most `seconds`; False if it failed or hung."""
+        if self.store_lost:
+            return False
+        outcome: list[bool] = []
+
+        def attempt() -> None:
+            try:
+                action()
+                outcome.append(True)
+            except Exception:
+                self.store_lost = True
+
+        helper = threading.Thread(target=attempt, name="meshcomm-store-query", daemon=True)
+        helper.start()
+        helper.join(seconds)
+        if helper.is_alive():
+            self.store_lost = True
+        return bool(outcome)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def summarize_progress(ranks: tuple, me: int, seq: int, reports: dict[int, str]) -> str:
+    """'ranks [2] had not arrived (rank 2: last seq 4 done all_reduce(...)); rank 1 is in it'."""
+    absent, present = [], []
+    for rank in ranks:
+        if rank == me:
+            continue
+        report = reports.get(rank)
+        if report is None:
+            absent.append((rank, "reported nothing: dead, hung, or never started"))
+            continue
+        their_seq, _, rest = report.partition(" ")
+        state, _, call = rest.partition(" ")
+        if int(their_seq) < seq:
+            absent.append((rank, f"last at seq {their_seq}, {state} {call}".rstrip()))
+        else:
+            present.append(rank)
+    if not absent:
+        return f"every other rank of the group reached seq {seq}"
+    names = ", ".join(f"rank {rank}: {why}" for rank, why in absent)
+    text = f"ranks {[rank for rank, _ in absent]} had not arrived ({names})"
+    if present:
+        text += f"; ranks {present} had"
+    return text

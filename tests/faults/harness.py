@@ -1,0 +1,99 @@
+"""Runs a fault scenario as plain rank processes (no launcher, which would stop the survivors
+itself), every process bounded and reaped, and collects what each rank reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.cluster import free_port
+
+PROGRAM = Path(__file__).with_name("fault_program.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Outcome:
+    rank: int
+    returncode: int | None
+    result: dict | None  # the rank's RESULT line, None if it printed none (killed, crashed)
+    stderr: str
+
+    @property
+    def error(self) -> str | None:
+        return None if self.result is None else self.result.get("error")
+
+    @property
+    def message(self) -> str:
+        return "" if self.result is None else self.result.get("message", "")
+
+
+@dataclass
+class Run:
+    outcomes: list[Outcome]
+    kill_time: float | None
+    job_id: str
+    dump_dir: Path
+    leftovers: list[str] = field(default_factory=list)  # /dev/shm entries of this job after it ended
+
+    def survivors(self, victim: int | None) -> list[Outcome]:
+        return [o for o in self.outcomes if o.rank != victim]
+
+    def seconds_to_error(self, outcome: Outcome) -> float | None:
+        if outcome.result is None or outcome.result["outcome"] != "error":
+            return None
+        since = self.kill_time if self.kill_time is not None else outcome.result["started"]
+        return outcome.result["ended"] - since
+
+
+def run_scenario(
+    tmp_path: Path, nranks: int, scenario: str, collective: str, victim: int, other: str = "",
+    timeout: float = 30.0, transport: str = "auto", bound: float = 90.0,
+) -> Run:
+    """Start `nranks` ranks of fault_program.py, wait at most `bound` seconds, kill and reap them all."""
+    job_id = f"fault{uuid.uuid4().hex[:10]}"
+    mark = tmp_path / f"{job_id}.killed"
+    dump_dir = tmp_path / f"{job_id}-dumps"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
+    base.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(nranks),
+        MESHCOMM_TOKEN=f"token-{job_id}", MESHCOMM_TRANSPORT=transport, MESHCOMM_JOB_ID=job_id,
+        MESHCOMM_DUMP_DIR=str(dump_dir), FAULT_TIMEOUT=str(timeout), FAULT_MARK=str(mark),
+    )
+    store = None
+    if scenario == "store":
+        store = subprocess.Popen([sys.executable, "-m", "meshcomm", "store", "--port", base["MASTER_PORT"]],
+                                 env=base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base.update(MESHCOMM_STORE="external", FAULT_STORE_PID=str(store.pid))
+    args = [sys.executable, str(PROGRAM), scenario, collective, str(victim), other]
+    procs = [subprocess.Popen(args, env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in range(nranks)]
+    deadline = time.monotonic() + bound
+    outputs = []
+    try:
+        for proc in procs:
+            try:
+                outputs.append(proc.communicate(timeout=max(deadline - time.monotonic(), 0.1)))
+            except subprocess.TimeoutExpired:
+                outputs.append(("", "HUNG: killed by the harness"))
+    finally:
+        for proc in [*procs, *([store] if store else [])]:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    outcomes = []
+    for rank, (proc, (out, err)) in enumerate(zip(procs, outputs)):
+        lines = [line for line in (out or "").splitlines() if line.startswith("RESULT ")]
+        result = json.loads(lines[-1][len("RESULT "):]) if lines else None
+        outcomes.append(Outcome(rank, proc.returncode, result, err or ""))
+    kill_time = float(mark.read_text()) if mark.exists() else None
+    leftovers = [name for name in os.listdir("/dev/shm") if job_id in name] if os.path.isdir("/dev/shm") else []
+    return Run(outcomes, kill_time, job_id, dump_dir, leftovers)

@@ -1,0 +1,94 @@
+"""Faults injected into real jobs: every surviving rank gets a clear error naming the culprit, nothing hangs.
+
+Each scenario runs plain rank processes bounded by the harness (killed and
+reaped after `bound` seconds) and, per test, by pytest-timeout. Times are not
+asserted here; benchmarks/fault_matrix.py measures them over the full matrix.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from meshcomm.trace import doctor
+from tests.faults.harness import run_scenario
+
+
+def assert_clean(run, victim: int | None) -> None:
+    for outcome in run.survivors(victim):
+        assert outcome.returncode == 0, f"rank {outcome.rank} exited {outcome.returncode}: {outcome.stderr[-2000:]}"
+        assert outcome.result is not None, outcome.stderr[-2000:]
+    assert run.leftovers == []
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.parametrize(
+    "nranks, collective, victim, transport",
+    [(3, "all_reduce", 0, "auto"), (3, "all_reduce", 1, "auto"), (3, "all_reduce", 2, "auto"),
+     (2, "broadcast", 1, "auto"), (4, "all_gather", 3, "auto"), (2, "all_gather", 0, "tcp")],
+)
+def test_every_survivor_of_a_sigkill_names_the_dead_rank(tmp_path, nranks, collective, victim, transport) -> None:
+    run = run_scenario(tmp_path, nranks, "kill", collective, victim, timeout=60, transport=transport)
+    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
+    assert_clean(run, victim)
+    for outcome in run.survivors(victim):
+        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+        assert f"rank {victim}" in outcome.message and "flight recorder dumped" in outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_the_dead_ranks_survivors_leave_dumps_that_doctor_reads(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "kill", "all_reduce", 2, timeout=60)
+    findings = doctor.diagnose(doctor.load(str(run.dump_dir)))
+    assert ("missing", [2]) in [(f.kind, f.ranks) for f in findings]
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.parametrize("nranks, collective, other", [(3, "all_reduce", "broadcast"), (2, "all_gather", "reduce_scatter")])
+def test_a_rank_calling_another_collective_is_caught_on_every_rank(tmp_path, nranks, collective, other) -> None:
+    run = run_scenario(tmp_path, nranks, "desync", collective, 1, other, timeout=60)
+    assert_clean(run, None)
+    assert run.outcomes[1].error == "CollectiveMismatchError" and other in run.outcomes[1].message
+    for outcome in run.outcomes:
+        assert outcome.error in ("CollectiveMismatchError", "PeerLostError"), outcome.message
+        assert other in outcome.message and collective in outcome.message
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.parametrize("scenario, collective, victim, words", [
+    ("dtype", "all_gather", 2, "float64"), ("size", "all_reduce", 0, "262145 elements")])
+def test_wrong_dtype_or_size_on_one_rank_is_named(tmp_path, scenario, collective, victim, words) -> None:
+    run = run_scenario(tmp_path, 3, scenario, collective, victim, timeout=60)
+    assert_clean(run, None)
+    for outcome in run.outcomes:
+        assert outcome.error in ("CollectiveMismatchError", "PeerLostError"), outcome.message
+        assert words in outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_a_rank_that_never_arrives_is_named_by_the_timeout(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "never", "all_reduce", 2, timeout=3)
+    assert_clean(run, 2)
+    for outcome in run.survivors(2):
+        assert outcome.error == "CommTimeoutError"
+        assert "seq 1" in outcome.message and "ranks [2] had not arrived" in outcome.message
+    findings = doctor.diagnose(doctor.load(str(run.dump_dir)))
+    assert [(f.kind, f.ranks) for f in findings] == [("stalled", [2])]
+
+
+@pytest.mark.timeout(100)
+def test_abort_on_one_rank_unblocks_the_others(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "abort", "all_reduce", 1, timeout=60)
+    assert_clean(run, None)
+    assert all(outcome.error == "AbortedError" for outcome in run.outcomes), [o.message for o in run.outcomes]
+    for outcome in run.survivors(1):
+        assert "rank 1" in outcome.message and "abort" in outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_a_dead_store_stops_neither_collectives_nor_a_timeout_report(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "store", "all_reduce", 2, timeout=3)
+    assert_clean(run, 2)
+    for outcome in run.outcomes:
+        assert outcome.result["completed"] == 10
+    for outcome in run.survivors(2):
+        assert outcome.error == "CommTimeoutError" and "store" in outcome.message
