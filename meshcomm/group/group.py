@@ -40,9 +40,19 @@ class Group:
         self._pending = 0
         self._worker: threading.Thread | None = None
         self.destroyed = False
+        self._mailbox = None
 
     def __repr__(self) -> str:
         return f"<Group {self.group_name!r} ranks={list(self.ranks)}>"
+
+    @property
+    def mailbox(self):
+        """MPI-style point-to-point matching for this group, made on first use."""
+        if self._mailbox is None:
+            from meshcomm.group.mailbox import Mailbox
+
+            self._mailbox = Mailbox(self)
+        return self._mailbox
 
     # ----- identity
 

@@ -19,6 +19,7 @@ NO_FINGERPRINT = bytes(FINGERPRINT_BYTES)
 
 KIND_P2P = 1
 KIND_COLLECTIVE = 2
+KIND_MAILBOX = 3  # taken whole by Transport.take, whatever its size (MPI-style matching above)
 
 
 class Key(NamedTuple):
@@ -43,6 +44,6 @@ def pack(key: Key, fingerprint: bytes, nbytes: int) -> bytes:
 def unpack(data: bytes | bytearray | memoryview) -> Header:
     """Parse a header; ValueError for anything that is not one of ours."""
     magic, kind, _flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
-    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE):
+    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_MAILBOX):
         raise ValueError(f"not a meshcomm message header: {bytes(data[:8])!r}")
     return Header(Key(kind, group, seq, step), fingerprint, nbytes)
