@@ -23,6 +23,11 @@ from meshcomm.mpi.comm import Intracomm
 IN_PLACE = msg.IN_PLACE
 
 
+def _in_place(buf) -> bool:
+    """IN_PLACE, or None where mpi4py reads a missing buffer as IN_PLACE."""
+    return buf is IN_PLACE or buf is None
+
+
 def _root(g, root) -> int:
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < g.size:
         raise err.Exception(err.ERR_ROOT, f"root must be a rank in [0, {g.size}), got {root!r}")
@@ -148,7 +153,7 @@ def _Bcast(self, buf, root: int = 0) -> None:
 def _gatherv(g, sendbuf, recvbuf, root: int, vector: bool) -> None:
     at_root = g.rank == root
     recv = msg.read_vector(recvbuf, "recvbuf", g.size, writable=True) if at_root else None
-    if at_root and sendbuf is IN_PLACE:
+    if at_root and _in_place(sendbuf):
         send = recv.piece(root).copy()
     else:
         send = msg.read_spec(sendbuf, "sendbuf").array
@@ -186,7 +191,7 @@ def _Gatherv(self, sendbuf, recvbuf, root: int = 0) -> None:
 def _scatterv(g, sendbuf, recvbuf, root: int, vector: bool) -> None:
     at_root = g.rank == root
     send = msg.read_vector(sendbuf, "sendbuf", g.size) if at_root else None
-    if at_root and recvbuf is IN_PLACE:
+    if at_root and _in_place(recvbuf):
         recv = send.piece(root).copy()
         write_back = None
     else:
@@ -221,7 +226,7 @@ def _Scatterv(self, sendbuf, recvbuf, root: int = 0) -> None:
 
 def _allgatherv(g, sendbuf, recvbuf) -> None:
     recv = msg.read_vector(recvbuf, "recvbuf", g.size, writable=True)
-    send = recv.piece(g.rank).copy() if sendbuf is IN_PLACE else msg.read_spec(sendbuf, "sendbuf").array
+    send = recv.piece(g.rank).copy() if _in_place(sendbuf) else msg.read_spec(sendbuf, "sendbuf").array
     moved = _movable(send)
     counts = [_movable(recv.piece(r)).size for r in range(g.size)]
     if counts[g.rank] != moved.size:
@@ -241,7 +246,7 @@ _Allgatherv = _Allgather
 
 def _alltoallv(g, sendbuf, recvbuf, vector: bool) -> None:
     recv = msg.read_vector(recvbuf, "recvbuf", g.size, writable=True)
-    if sendbuf is IN_PLACE:
+    if _in_place(sendbuf):
         send = msg.VectorSpec(recv.whole.copy(), recv.counts, recv.displs, recv.datatype)
     else:
         send = msg.read_vector(sendbuf, "sendbuf", g.size)
@@ -302,7 +307,7 @@ def _folded(op, arrays: list[np.ndarray]) -> np.ndarray:
 
 def _operands(sendbuf, recvbuf, writable_recv: bool = True):
     recv = msg.read_spec(recvbuf, "recvbuf", writable=writable_recv).array
-    send = recv.copy() if sendbuf is IN_PLACE else msg.read_spec(sendbuf, "sendbuf").array
+    send = recv.copy() if _in_place(sendbuf) else msg.read_spec(sendbuf, "sendbuf").array
     if send.size != recv.size and recvbuf is not None:
         raise err.Exception(err.ERR_COUNT, f"sendbuf has {send.size} elements, recvbuf {recv.size}")
     return send, recv
@@ -370,7 +375,7 @@ def _Exscan(self, sendbuf, recvbuf, op=mpi_ops.SUM) -> None:
 
 def _reduce_scatter(g, sendbuf, recvbuf, counts: list[int] | None, op) -> None:
     op = mpi_ops.resolve(op)
-    in_place = sendbuf is IN_PLACE
+    in_place = _in_place(sendbuf)
     recv_spec = msg.read_spec(recvbuf, "recvbuf", writable=True).array
     send = recv_spec.copy() if in_place else msg.read_spec(sendbuf, "sendbuf").array
     if counts is None:
@@ -397,7 +402,7 @@ def _reduce_scatter(g, sendbuf, recvbuf, counts: list[int] | None, op) -> None:
 
 def _Reduce_scatter_block(self, sendbuf, recvbuf, op=mpi_ops.SUM) -> None:
     g = self._g
-    if sendbuf is IN_PLACE:
+    if _in_place(sendbuf):
         _reduce_scatter(g, sendbuf, recvbuf, None, op)
         return
     recv = msg.read_spec(recvbuf, "recvbuf", writable=True).array
@@ -406,7 +411,7 @@ def _Reduce_scatter_block(self, sendbuf, recvbuf, op=mpi_ops.SUM) -> None:
 
 def _Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=mpi_ops.SUM) -> None:
     g = self._g
-    if recvcounts is None and sendbuf is not IN_PLACE:
+    if recvcounts is None and not _in_place(sendbuf):
         recv = msg.read_spec(recvbuf, "recvbuf", writable=True).array
         recvcounts = _exchange_counts(g, recv.size)
     _reduce_scatter(g, sendbuf, recvbuf, recvcounts, op)

@@ -3,7 +3,8 @@
 A message is `buf`, `[buf, datatype]`, `[buf, count, datatype]`,
 `[buf, (count, displ), datatype]` or `[buf, count, displ, datatype]`; a
 vector message (the v-collectives) gives counts and displacements per rank
-instead. `buf` is anything exposing the buffer protocol (numpy arrays,
+instead (an int count means the same count for every rank, an int
+displacement a stride). `buf` is anything exposing the buffer protocol (numpy arrays,
 array.array, bytearray, ...) or None for an empty message. The views share
 memory with `buf`, so receiving into them fills the caller's buffer.
 """
@@ -62,8 +63,11 @@ def _raw(buf, name: str, writable: bool) -> tuple[np.ndarray, np.dtype | None]:
     try:
         view = memoryview(buf)
     except TypeError:
-        raise TypeError(f"{name} must expose the buffer protocol (numpy array, bytearray, ...), "
-                        f"got {type(buf).__name__}") from None
+        array = _array_from_interface(buf)
+        if array is None:
+            raise TypeError(f"{name} must expose the buffer protocol, DLPack or an array interface "
+                            f"(numpy array, bytearray, ...), got {type(buf).__name__}") from None
+        return _raw(array, name, writable)
     if not view.c_contiguous:
         raise err.Exception(err.ERR_BUFFER, f"{name} must be contiguous")
     if writable and view.readonly:
@@ -76,10 +80,35 @@ def _raw(buf, name: str, writable: bool) -> tuple[np.ndarray, np.dtype | None]:
     return raw, declared
 
 
+class _HostInterface:
+    """Presents a __cuda_array_interface__ to numpy as host memory."""
+
+    def __init__(self, interface: dict) -> None:
+        self.__array_interface__ = {**interface, "version": 3}
+
+
+def _array_from_interface(buf) -> np.ndarray | None:
+    """numpy's view of a DLPack or array-interface object; None if it offers neither.
+
+    meshcomm moves host memory only: like an MPI built without GPU support, it
+    reads a __cuda_array_interface__ pointer as a host address.
+    """
+    if hasattr(buf, "__dlpack__"):
+        from meshcomm.mpi import dlpack
+
+        return dlpack.as_array(buf)
+    if hasattr(buf, "__array_interface__"):
+        return np.asarray(buf)
+    interface = getattr(buf, "__cuda_array_interface__", None)
+    if isinstance(interface, dict):
+        return np.asarray(_HostInterface(interface))
+    return None
+
+
 def _elements(raw: np.ndarray, datatype: dt.Datatype, name: str) -> np.ndarray:
     size = datatype.Get_size()
     if raw.size % size:
-        raise err.Exception(err.ERR_BUFFER, f"{name} holds {raw.size} bytes, not a whole number of {datatype.name}")
+        raise ValueError(f"{name} holds {raw.size} bytes, not a whole number of {datatype.name}")
     return raw.view(datatype.dtype) if raw.size else np.empty(0, dtype=datatype.dtype)
 
 
@@ -122,8 +151,8 @@ def read_spec(spec, name: str, writable: bool = False) -> Spec:
         return Spec(whole, datatype)
     count, displ = int(count), int(displ or 0)
     if count < 0 or displ < 0 or displ + count > whole.size:
-        raise err.Exception(err.ERR_COUNT, f"{name}: count {count} at displacement {displ} does not fit "
-                                           f"a buffer of {whole.size} {datatype.name}")
+        raise ValueError(f"{name}: count {count} at displacement {displ} does not fit "
+                         f"a buffer of {whole.size} {datatype.name}")
     return Spec(whole[displ : displ + count], datatype)
 
 
@@ -151,8 +180,8 @@ def read_vector(spec, name: str, nranks: int, writable: bool = False) -> VectorS
         raise err.Exception(err.ERR_COUNT, f"{name}: {len(counts)} counts for {nranks} ranks")
     if displs is None:
         displs = [sum(counts[:r]) for r in range(nranks)]
-    elif _is_int(displs):
-        displs = [int(displs) + sum(counts[:r]) for r in range(nranks)]
+    elif _is_int(displs):  # a stride: rank r's piece starts at r * displs
+        displs = [int(displs) * r for r in range(nranks)]
     displs = [int(d) for d in displs]
     for r in range(nranks):
         if counts[r] < 0 or displs[r] < 0 or displs[r] + counts[r] > whole.size:

@@ -97,8 +97,12 @@ class Op:
 
         source = read_spec(inbuf, "inbuf")
         target = read_spec(inoutbuf, "inoutbuf", writable=True)
+        if source.datatype != target.datatype:
+            raise ValueError(f"inbuf and inoutbuf must have one datatype, got {source.datatype.name} "
+                             f"and {target.datatype.name}")
         if source.array.size != target.array.size:
-            raise err.Exception(err.ERR_COUNT, f"inbuf has {source.array.size} elements, inoutbuf {target.array.size}")
+            raise ValueError(f"inbuf and inoutbuf must hold as many elements, got {source.array.size} and "
+                             f"{target.array.size}")
         target.array[...] = self.combine_arrays(source.array.astype(target.array.dtype, copy=False), target.array)
 
     def __eq__(self, other) -> bool:
