@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from meshcomm.errors import CommTimeoutError
 from meshcomm.mpi import constants as C
 from meshcomm.mpi import status as st
 
@@ -135,11 +136,12 @@ class Request:
     @staticmethod
     def waitany(requests, status: st.Status | None = None):
         """(index, result) of one finished request; (UNDEFINED, None) when none is active."""
+        deadline = _Deadline(requests, "waitany")
         while True:
             index, flag, result = Request.testany(requests, status)
             if flag:
                 return index, result
-            _pause(requests)
+            deadline.pause()
 
     @staticmethod
     def Testany(requests, status: st.Status | None = None):
@@ -197,11 +199,12 @@ class Request:
     @staticmethod
     def waitsome(requests, statuses=None):
         """(indices, results) of the requests that finished, after waiting for at least one."""
+        deadline = _Deadline(requests, "waitsome")
         while True:
             indices, results = Request.testsome(requests, statuses)
             if indices is None or indices:
                 return indices, results
-            _pause(requests)
+            deadline.pause()
 
     @staticmethod
     def Testsome(requests, statuses=None):
@@ -221,13 +224,22 @@ class Request:
         return [i for i, _ in ready], results
 
 
-def _pause(requests) -> None:
-    """Block briefly in the transport of some active request, so waiting loops do not spin."""
-    for request in requests:
-        if request and request._mailbox is not None:
-            request._mailbox.progress(_SLICE)
-            return
-    time.sleep(0)
+class _Deadline:
+    """Waiting on several requests: block briefly in one's transport between looks, until the group's deadline."""
+
+    def __init__(self, requests, what: str) -> None:
+        self._requests, self._what = requests, what
+        mailbox = next((r._mailbox for r in requests if r and r._mailbox is not None), None)
+        self._limit = mailbox.group.timeout if mailbox is not None else 0.0
+        self._end = time.monotonic() + self._limit
+
+    def pause(self) -> None:
+        if time.monotonic() >= self._end:
+            raise CommTimeoutError(f"{self._what}: no request completed within {self._limit:.1f} s")
+        for request in self._requests:
+            if request and request._mailbox is not None:
+                request._mailbox.progress(_SLICE)
+                return
 
 
 REQUEST_NULL = Request()

@@ -47,7 +47,11 @@ half = comm.Split(rank % 2, key=-rank)
 assert half.Get_size() == len(range(rank % 2, size, 2)) and half.allreduce(1) == half.Get_size()
 half.Free()
 assert half == MPI.COMM_NULL
-assert comm.Split(MPI.UNDEFINED if rank == 0 else 0) == MPI.COMM_NULL if rank == 0 else True
+rest = comm.Split(MPI.UNDEFINED if rank == 0 else 0)
+assert (rest == MPI.COMM_NULL) == (rank == 0)
+if rest:
+    assert rest.Get_size() == size - 1 and rest.Get_rank() == rank - 1
+    rest.Free()
 
 # Errors carry MPI's error classes.
 for call, error_class in ((lambda: comm.send(1, dest=size), MPI.ERR_RANK), (lambda: comm.bcast(1, root=-1), MPI.ERR_ROOT),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,14 +72,19 @@ def test_errors_name_their_class() -> None:
     assert error.Get_error_class() == MPI.ERR_ROOT and "ERR_ROOT" in str(error) and "got 5" in str(error)
 
 
+def _launch(launcher: str, nranks: int) -> list[str]:
+    program = str(Path(__file__).with_name("mpi_program.py"))
+    if launcher == "mpiexec":
+        if shutil.which("mpiexec") is None:
+            pytest.skip("mpiexec is not installed")
+        return ["mpiexec", "-n", str(nranks), sys.executable, program]
+    return [sys.executable, "-m", "meshcomm", "run", "-n", str(nranks), "--timeout", "60", program]
+
+
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("nranks", [1, 2, 3])
-def test_program_under_meshcomm_run(nranks: int) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "meshcomm", "run", "-n", str(nranks), "--timeout", "60",
-         str(Path(__file__).with_name("mpi_program.py"))],
-        cwd=REPO, capture_output=True, text=True, timeout=240,
-    )
+@pytest.mark.parametrize("launcher,nranks", [("meshcomm", 1), ("meshcomm", 2), ("meshcomm", 3), ("mpiexec", 3)])
+def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int) -> None:
+    done = subprocess.run(_launch(launcher, nranks), cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(line.split("OK ")[-1] for line in done.stdout.splitlines() if "OK rank" in line) == [
         f"rank {r} of {nranks}" for r in range(nranks)
