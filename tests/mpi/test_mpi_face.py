@@ -89,3 +89,22 @@ def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int)
     assert sorted(line.split("OK ")[-1] for line in done.stdout.splitlines() if "OK rank" in line) == [
         f"rank {r} of {nranks}" for r in range(nranks)
     ]
+
+
+def test_public_names_are_those_the_issue_lists_and_all_exist() -> None:
+    from meshcomm import MPI
+
+    assert all(hasattr(MPI, name) for name in MPI.__all__)
+    wanted = """COMM_WORLD COMM_SELF COMM_NULL IN_PLACE Request Status Exception Get_processor_name Get_version
+        Wtime Query_thread SUM PROD MAX MIN LAND LOR LXOR BAND BOR BXOR MAXLOC MINLOC REPLACE NO_OP OP_NULL
+        INT DOUBLE FLOAT BYTE CHAR LONG DOUBLE_INT ERR_ROOT ERR_RANK ERR_TAG ERR_COUNT ANY_SOURCE ANY_TAG
+        PROC_NULL UNDEFINED""".split()
+    assert set(wanted) <= set(MPI.__all__)
+    methods = """Get_rank Get_size rank size Dup Clone Split Free Barrier barrier bcast scatter gather allgather
+        alltoall reduce allreduce scan exscan Bcast Scatter Scatterv Gather Gatherv Allgather Allgatherv Alltoall
+        Alltoallv Reduce Allreduce Reduce_scatter Reduce_scatter_block Scan Exscan send ssend bsend recv isend
+        issend ibsend irecv sendrecv probe iprobe Send Ssend Bsend Recv Isend Issend Ibsend Irecv Sendrecv
+        Probe Iprobe""".split()
+    assert [m for m in methods if not hasattr(MPI.Intracomm, m)] == []
+    families = "Wait Test wait test Waitany Waitall Waitsome Testany Testall Testsome waitany waitall testall".split()
+    assert [m for m in families if not hasattr(MPI.Request, m)] == []
