@@ -84,11 +84,11 @@ class Comm:
     rank = property(Get_rank)
 
     def Get_name(self) -> str:
-        self._g
         return self._name or f"comm{self._g.group_id}"
 
     def Set_name(self, name: str) -> None:
-        self._g
+        if self._resolve() is None:
+            raise err.Exception(err.ERR_COMM, "COMM_NULL has no name to set")
         self._name = str(name)
 
     name = property(Get_name, Set_name)
@@ -210,8 +210,7 @@ class Comm:
     def _post_recv(self, source, tag, finish) -> Request:
         peer, tag = self._peer(source, "source", allow_any=True), self._tag(tag, allow_any=True)
         if peer == C.PROC_NULL:
-            request = Request.completed(finish(None))
-            return request
+            return Request.completed(finish(None))
         mailbox = self._g.mailbox
         return Request(mailbox, mailbox.recv(peer, tag), finish)
 
