@@ -210,7 +210,7 @@ class Comm:
     def _post_recv(self, source, tag, finish) -> Request:
         peer, tag = self._peer(source, "source", allow_any=True), self._tag(tag, allow_any=True)
         if peer == C.PROC_NULL:
-            return Request.completed(finish(None))
+            return Request.completed(finish(None), C.PROC_NULL)
         mailbox = self._g.mailbox
         return Request(mailbox, mailbox.recv(peer, tag), finish)
 

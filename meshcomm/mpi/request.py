@@ -25,12 +25,13 @@ class Request:
         self._finish = finish  # (message or None) -> result object, run once on completion
         self._status = info or st.Status()
         self._result = None
-        self._active = True
+        self._active = mailbox is not None  # MPI.Request() is REQUEST_NULL
 
     @classmethod
-    def completed(cls, result=None) -> "Request":
+    def completed(cls, result=None, source: int = C.ANY_SOURCE) -> "Request":
         request = cls()
-        st.empty(request._status)
+        request._active = True
+        st.empty(request._status, source)
         request._result = result
         return request
 
@@ -160,6 +161,37 @@ class Request:
         return C.UNDEFINED, False, None
 
     @staticmethod
+    def Get_status_any(requests, status: st.Status | None = None):
+        """(index, flag) of a finished request, leaving it to be completed later."""
+        active = [(i, r) for i, r in enumerate(requests) if r]
+        if not active:
+            st.empty(status)
+            return C.UNDEFINED, True
+        return next(((i, True) for i, r in active if r.Get_status(status)), (C.UNDEFINED, False))
+
+    @staticmethod
+    def Get_status_all(requests, statuses=None) -> bool:
+        if not all(r.Get_status() for r in requests if r):
+            return False
+        for i, request in enumerate(requests):
+            if statuses is not None and i < len(statuses):
+                request.Get_status(statuses[i])
+        return True
+
+    @staticmethod
+    def Get_status_some(requests, statuses=None):
+        active = [(i, r) for i, r in enumerate(requests) if r]
+        if not active:
+            return None
+        ready = [i for i, r in active if r.Get_status()]
+        for k, i in enumerate(ready):
+            if statuses is not None and k < len(statuses):
+                requests[i].Get_status(statuses[k])
+        return ready
+
+    get_status_any, get_status_all, get_status_some = Get_status_any, Get_status_all, Get_status_some
+
+    @staticmethod
     def Waitall(requests, statuses=None) -> bool:
         Request.waitall(requests, statuses)
         return True
@@ -183,12 +215,12 @@ class Request:
 
     @staticmethod
     def _complete_all(requests, statuses) -> list:
-        if statuses is not None:
+        if isinstance(statuses, list):
             while len(statuses) < len(requests):
                 statuses.append(st.Status())
         results = []
         for i, request in enumerate(requests):
-            status = statuses[i] if statuses is not None else None
+            status = statuses[i] if statuses is not None and i < len(statuses) else None
             results.append(request._complete(status) if request else st.empty(status))
         return results
 
@@ -243,4 +275,3 @@ class _Deadline:
 
 
 REQUEST_NULL = Request()
-REQUEST_NULL._active = False

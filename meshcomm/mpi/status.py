@@ -74,7 +74,7 @@ class Status:
         return f"<meshcomm.MPI.Status source={self.source} tag={self.tag} bytes={self.nbytes}>"
 
 
-def empty(status: Status | None) -> None:
-    """What a completed operation with nothing to report (PROC_NULL, a send) leaves in `status`."""
+def empty(status: Status | None, source: int = C.ANY_SOURCE) -> None:
+    """MPI's empty status, left by null requests and sends (a receive from PROC_NULL names PROC_NULL)."""
     if status is not None:
-        status._set(C.PROC_NULL, C.ANY_TAG, 0)
+        status._set(source, C.ANY_TAG, 0)
