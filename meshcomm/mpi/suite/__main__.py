@@ -46,7 +46,6 @@ EXCLUDED: dict[str, str] = {
     "testAlltoallwBottom": "Alltoallw needs derived datatypes (outside the mission)",
     "testAlltoallw2": "Alltoallw needs derived datatypes (outside the mission)",
     "testBcastTypeIndexed": "derived datatypes (Create_indexed_block; outside the mission)",
-    "testBottom": "MPI.BOTTOM with absolute addresses (Get_address) needs derived datatypes",
 }
 
 
