@@ -18,7 +18,6 @@ from meshcomm.mpi import constants as C
 from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import status as st
-from meshcomm.mpi import world
 from meshcomm.mpi.request import Request
 
 
