@@ -51,9 +51,19 @@ class Group:
         self._chooser: Chooser | None = None  # built at the first automatic choice
         self._debug = runtime.settings.debug in ("INFO", "DEBUG")
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
+        self._mailbox = None
 
     def __repr__(self) -> str:
         return f"<Group {self.group_name!r} ranks={list(self.ranks)}>"
+
+    @property
+    def mailbox(self):
+        """MPI-style point-to-point matching for this group, made on first use."""
+        if self._mailbox is None:
+            from meshcomm.group.mailbox import Mailbox
+
+            self._mailbox = Mailbox(self)
+        return self._mailbox
 
     # ----- identity
 

@@ -193,6 +193,16 @@ class Runtime:
             self.aborted = error
         self.transport.abort(error, notice)
 
+    def unused_group_id(self) -> int:
+        """The lowest id above every id this rank has used; members agree on the max of theirs."""
+        with self._lock:
+            return max(self._next_group_id, max(self.groups) + 1)
+
+    def reserve_group_id(self, group_id: int) -> None:
+        """Keep later groups made without an explicit id from taking `group_id`."""
+        with self._lock:
+            self._next_group_id = max(self._next_group_id, group_id + 1)
+
     def close(self) -> None:
         self.monitor.stop()
         if self._previous_sigusr1 is not None:

@@ -12,9 +12,9 @@ import threading
 
 from meshcomm.trace.writer import TraceWriter
 from meshcomm.transport.handle import Handle
-from meshcomm.transport.header import KIND_COLLECTIVE, KIND_P2P, Key
+from meshcomm.transport.header import KIND_COLLECTIVE, KIND_MAILBOX, KIND_P2P, Key
 
-_KINDS = {KIND_P2P: "p2p", KIND_COLLECTIVE: "collective"}
+_KINDS = {KIND_P2P: "p2p", KIND_COLLECTIVE: "collective", KIND_MAILBOX: "mpi"}
 
 
 class TracedTransport:

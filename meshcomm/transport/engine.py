@@ -326,6 +326,21 @@ class Transport:
             self._local.wake_self()  # a thread sleeping on the doorbell may now take the held message
         return handle
 
+    def take(self, key: wire.Key) -> tuple[int, bytearray] | None:
+        """The oldest fully arrived message under `key` that no receive claimed, as (source, payload).
+
+        For senders whose size the receiver cannot know in advance: such
+        messages are never posted for, only taken once they are in.
+        """
+        with self._lock:
+            for message in self._unexpected.get(key, ()):
+                if message.complete and message.claimed_by is None:
+                    self._unexpected[key].remove(message)
+                    if not self._unexpected[key]:
+                        del self._unexpected[key]
+                    return message.peer, message.data
+        return None
+
     def _deliver_local(self, payload: memoryview, key: wire.Key, fingerprint: bytes) -> None:
         head = wire.Header(key, fingerprint, payload.nbytes)
         with self._lock:
@@ -655,7 +670,7 @@ class Transport:
                     if head.key.kind == wire.KIND_NOTICE:
                         self._lose(state, _Notice.read(head, state.sock))
                         return moved
-                    if state.shm and not drain:
+                    if state.shm and not drain and head.key.kind != wire.KIND_MAILBOX:
                         inbound.held, inbound.held_until = head, time.monotonic() + _HOLD_SECONDS
                         continue  # taken on at once when its receive is already posted
                     self._begin_payload(state, head)

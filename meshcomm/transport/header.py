@@ -23,6 +23,7 @@ KIND_NOTICE = 3  # the last message a rank sends on a connection: the job is bro
 KIND_CALL_FAILED = 4  # one collective (group, seq) failed at the sender: the receiver fails its part of it too
 NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH, NOTICE_TIMEOUT = 0, 1, 2, 3  # why, in a notice's key
 NOTICE_TEXT_BYTES = 1024  # most text a notice carries; a longer length field is refused
+KIND_MAILBOX = 5  # taken whole by Transport.take, whatever its size (MPI-style matching above)
 
 
 class Key(NamedTuple):
@@ -47,7 +48,7 @@ def pack(key: Key, fingerprint: bytes, nbytes: int) -> bytes:
 def unpack(data: bytes | bytearray | memoryview) -> Header:
     """Parse a header; ValueError for anything that is not one of ours."""
     magic, kind, _flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
-    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE, KIND_CALL_FAILED):
+    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE, KIND_CALL_FAILED, KIND_MAILBOX):
         raise ValueError(f"not a meshcomm message header: {bytes(data[:8])!r}")
     return Header(Key(kind, group, seq, step), fingerprint, nbytes)
 

@@ -99,7 +99,8 @@ def test_unknown_backend_is_refused():
 def test_public_api_is_exactly_all():
     public = {name for name in vars(dist) if not name.startswith("_")}
     modules = {"api", "algorithms", "config", "errors", "executor", "group", "rendezvous", "transport",
-                "device_mesh", "launcher", "cli", "bench", "torch_backend", "tuner", "explain", "trace", "sim"}
+                "device_mesh", "launcher", "cli", "bench", "torch_backend", "tuner", "explain", "trace", "sim",
+                "mpi", "MPI"}
     assert public - modules - {"ProcessGroup"} <= set(dist.__all__) | {"ProcessGroup"}
     assert set(dist.__all__) <= public
 

@@ -1,0 +1,4 @@
+"""`from meshcomm import MPI`: the mpi4py-style face (see meshcomm/mpi/); imported only when asked for."""
+
+from meshcomm.mpi import *  # noqa: F403
+from meshcomm.mpi import __all__  # noqa: F401

@@ -1,0 +1,174 @@
+"""MPI-style point-to-point matching for one group: any source, any tag, probe, synchronous sends.
+
+The transport matches a receive to a message by an exact key and needs the
+message's size up front; MPI receives name a source or any, a tag or any,
+and may not know the size (pickled objects, probe). So every message of a
+group travels under one transport key with a small envelope (tag, sync id)
+in front of the payload, the transport hands over whole messages as they
+arrive (`Transport.take`), and matching happens here, in MPI's order:
+a message goes to the earliest posted receive that accepts it, else waits
+in arrival order for a later receive or probe. Messages from one sender
+arrive in the order sent, so MPI's non-overtaking rule holds.
+
+A synchronous send (ssend) asks for an acknowledgement, sent back under a
+second key when its message is matched; the send completes only then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from meshcomm.errors import CommTimeoutError
+from meshcomm.transport.header import KIND_MAILBOX, Key
+
+_ENVELOPE = struct.Struct("!qQ")  # tag, sync id (0: no acknowledgement wanted)
+_ACK = struct.Struct("!Q")
+_DATA_CHANNEL, _ACK_CHANNEL = 0, 1
+_POLL_SLICE = 0.05
+
+
+@dataclass
+class Message:
+    source: int  # rank within the group
+    tag: int
+    payload: memoryview
+    sync_id: int = 0
+
+
+@dataclass
+class PostedRecv:
+    source: int | None  # None: any source
+    tag: int | None  # None: any tag
+    message: Message | None = None
+    cancelled: bool = False
+
+    def accepts(self, message: Message) -> bool:
+        return (self.source is None or self.source == message.source) and (self.tag is None or self.tag == message.tag)
+
+    @property
+    def done(self) -> bool:
+        return self.message is not None or self.cancelled
+
+
+@dataclass
+class PostedSend:
+    transport_handle: object
+    sync_id: int
+    acknowledged: bool = field(default=False)
+
+    @property
+    def done(self) -> bool:
+        return self.transport_handle.done and (self.sync_id == 0 or self.acknowledged)
+
+
+class Mailbox:
+    """Posted receives and arrived-but-unmatched messages of one group on this rank."""
+
+    _sync_ids = itertools.count(1)
+
+    def __init__(self, group) -> None:
+        self.group = group
+        self.transport = group.runtime.transport
+        self._data_key = Key(KIND_MAILBOX, group.group_id, _DATA_CHANNEL, 0)
+        self._ack_key = Key(KIND_MAILBOX, group.group_id, _ACK_CHANNEL, 0)
+        self._posted: list[PostedRecv] = []
+        self._arrived: list[Message] = []
+        self._awaiting_ack: dict[int, PostedSend] = {}
+        self._lock = threading.RLock()
+
+    # ----- posting
+
+    def send(self, dest: int, tag: int, payload, synchronous: bool = False) -> PostedSend:
+        """Start sending `payload` (bytes-like) to group rank `dest`; the envelope is prepended here."""
+        sync_id = next(self._sync_ids) if synchronous else 0
+        frame = bytearray(_ENVELOPE.pack(tag, sync_id))
+        frame += memoryview(payload).cast("B") if not isinstance(payload, (bytes, bytearray)) else payload
+        with self._lock:
+            handle = self.transport.isend(self.group.global_rank(dest), memoryview(frame), self._data_key)
+            posted = PostedSend(handle, sync_id)
+            if sync_id:
+                self._awaiting_ack[sync_id] = posted
+        self.progress(0)
+        return posted
+
+    def recv(self, source: int | None, tag: int | None) -> PostedRecv:
+        """Post a receive; it takes the oldest arrived message it accepts, or waits for one."""
+        posted = PostedRecv(source, tag)
+        with self._lock:
+            self._pull()
+            for index, message in enumerate(self._arrived):
+                if posted.accepts(message):
+                    del self._arrived[index]
+                    self._deliver(posted, message)
+                    return posted
+            self._posted.append(posted)
+        return posted
+
+    def cancel(self, posted: PostedRecv) -> bool:
+        """Withdraw a receive that has not matched yet; False when it already has."""
+        with self._lock:
+            if posted.message is not None:
+                return False
+            if posted in self._posted:
+                self._posted.remove(posted)
+            posted.cancelled = True
+            return True
+
+    def probe(self, source: int | None, tag: int | None) -> Message | None:
+        """The message a receive for (source, tag) would take now, without taking it."""
+        with self._lock:
+            self._pull()
+            probe = PostedRecv(source, tag)
+            return next((m for m in self._arrived if probe.accepts(m)), None)
+
+    # ----- progress
+
+    def progress(self, seconds: float) -> None:
+        """Drive the transport (blocking at most `seconds`) and match what came in."""
+        self.transport.progress(seconds)
+        with self._lock:
+            self._pull()
+
+    def wait(self, done, what: str, timeout: float | None = None) -> None:
+        """Progress until `done()` is true; CommTimeoutError after the group's deadline."""
+        limit = self.group.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            with self._lock:
+                self._pull()  # what the transport already holds may be all that is needed
+            if done():
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CommTimeoutError(
+                    f"rank {self.group.runtime.rank}: {what} in group {self.group.group_name!r} "
+                    f"did not complete within {limit:.1f} s"
+                )
+            self.progress(min(remaining, _POLL_SLICE))
+
+    def _pull(self) -> None:
+        while (taken := self.transport.take(self._ack_key)) is not None:
+            (sync_id,) = _ACK.unpack(taken[1])
+            posted = self._awaiting_ack.pop(sync_id, None)
+            if posted is not None:
+                posted.acknowledged = True
+        while (taken := self.transport.take(self._data_key)) is not None:
+            source, frame = taken
+            tag, sync_id = _ENVELOPE.unpack_from(frame)
+            message = Message(self.group.group_rank(source), tag, memoryview(frame)[_ENVELOPE.size :], sync_id)
+            receiver = next((p for p in self._posted if p.accepts(message)), None)
+            if receiver is None:
+                self._arrived.append(message)
+            else:
+                self._posted.remove(receiver)
+                self._deliver(receiver, message)
+
+    def _deliver(self, posted: PostedRecv, message: Message) -> None:
+        posted.message = message
+        if message.sync_id:
+            ack = _ACK.pack(message.sync_id)
+            self.transport.isend(self.group.global_rank(message.source), memoryview(ack), self._ack_key)
