@@ -122,6 +122,24 @@ class _Inbound:
     held_until: float = 0.0  # monotonic time after which it is read into an unexpected buffer
 
 
+def _probe_when_silent(sock: socket.socket) -> None:
+    """Have the kernel close a connection whose peer's host has gone silent.
+
+    A host that loses power or its link sends no FIN or RST, so the connection
+    would look idle until a collective's timeout. On an idle connection,
+    keepalive probes after 1 s without traffic, 1 s apart, give up after 4
+    unanswered; with data in flight, TCP_USER_TIMEOUT gives up when it has
+    gone unacknowledged for 5 s (instead of ~15 minutes of retransmissions).
+    Either way such a peer is reported lost within about 5 s. A live receiver
+    that reads late is not cut: its kernel acknowledges what it buffers, and
+    answers the window probes once its buffer is full.
+    """
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 1), ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 4), ("TCP_USER_TIMEOUT", 5000)):
+        if hasattr(socket, option):  # Linux names; elsewhere the system's keepalive defaults apply
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
 class _Peer:
     __slots__ = ("rank", "sock", "channel", "shm", "sendq", "inbound", "lost", "writing")
 
@@ -267,6 +285,7 @@ class Transport:
 
     def _adopt(self, peer: int, sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _probe_when_silent(sock)
         for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)

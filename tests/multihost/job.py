@@ -27,27 +27,32 @@ class HostRun:
     output: str
 
 
+def launcher(net: Network, host: int, ranks_per_host: int, argv: list[str], timeout: float,
+             token: str) -> list[str]:
+    """The `meshcomm run` command line of host `host`, run inside its namespace."""
+    command = [sys.executable, "-m", "meshcomm", "run", "-n", str(ranks_per_host),
+               "--nnodes", str(len(net.names)), "--node-rank", str(host),
+               "--master-addr", net.addresses[0], "--master-port", str(STORE_PORT),
+               "--host-id", f"host{host}", "--timeout", str(int(timeout)), *argv]
+    return net.command(host, command)
+
+
 def run_job(net: Network, ranks_per_host: int, argv: list[str], timeout: float = 90.0,
             env: dict[str, str] | None = None) -> list[HostRun]:
     """Start argv (a Python script and its arguments) on every host; wait for all launchers."""
     token = secrets.token_hex(16)
     environ = {**os.environ, "MESHCOMM_TOKEN": token, **(env or {})}
-    launchers = []
-    for host in range(len(net.names)):
-        command = [sys.executable, "-m", "meshcomm", "run", "-n", str(ranks_per_host),
-                   "--nnodes", str(len(net.names)), "--node-rank", str(host),
-                   "--master-addr", net.addresses[0], "--master-port", str(STORE_PORT),
-                   "--host-id", f"host{host}", "--timeout", str(int(timeout)), *argv]
-        launchers.append(subprocess.Popen(net.command(host, command), env=environ, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True))
+    launchers = [subprocess.Popen(launcher(net, host, ranks_per_host, argv, timeout, token), env=environ,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for host in range(len(net.names))]
     runs = []
-    for host, launcher in enumerate(launchers):
+    for host, process in enumerate(launchers):
         try:
-            output, _ = launcher.communicate(timeout=timeout + 30)
-            runs.append(HostRun(host, launcher.returncode, output))
+            output, _ = process.communicate(timeout=timeout + 30)
+            runs.append(HostRun(host, process.returncode, output))
         except subprocess.TimeoutExpired:
             _stop(launchers)
-            output, _ = launcher.communicate(timeout=30)
+            output, _ = process.communicate(timeout=30)
             runs.append(HostRun(host, None, output))
     return runs
 

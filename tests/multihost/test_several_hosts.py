@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import threading
 
 import pytest
 
 from meshcomm.transport import shm
-from tests.multihost.job import run_job
+from tests.multihost.job import launcher, run_job
 from tests.multihost.netns import Network, unavailable
 
 REASON = unavailable()
@@ -56,7 +58,42 @@ def test_a_rate_limited_link_still_carries_the_job() -> None:
 def test_namespaces_are_removed_after_use() -> None:
     with Network(2) as net:
         names = list(net.names)
-    import subprocess
-
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
     assert not any(name in listed.split() for name in names)
+
+
+def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
+    # The link is cut, not closed: no FIN or RST reaches the survivor, only silence.
+    program = os.path.join(os.path.dirname(__file__), "link_down_program.py")
+    environ = {**os.environ, "MESHCOMM_TOKEN": "link-down-test"}
+    lines: list[str] = []
+    ready = threading.Event()
+    with Network(2) as net:
+        survivor = subprocess.Popen(launcher(net, 0, 1, [program], 120, "link-down-test"), env=environ,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cut_off = subprocess.Popen(launcher(net, 1, 1, [program], 120, "link-down-test"), env=environ,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def read() -> None:
+            for line in survivor.stdout:
+                lines.append(line)
+                if "READY" in line:
+                    ready.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            assert ready.wait(60), "".join(lines)
+            subprocess.run(net.command(1, ["ip", "link", "set", "eth0", "down"]), check=True, timeout=10)
+            survivor.wait(timeout=60)  # far below the collectives' 120 s timeout
+            reader.join(timeout=10)
+        finally:
+            for process in (survivor, cut_off):
+                if process.poll() is None:
+                    process.kill()
+                process.wait(timeout=30)
+            survivor.stdout.close()
+    raised = [json.loads(line.split("RAISED ", 1)[1]) for line in lines if "RAISED " in line]
+    assert raised and raised[0]["type"] == "PeerLostError", "".join(lines)
+    assert "rank 1" in raised[0]["message"]
+    assert raised[0]["after"] < 30  # the kernel's probes (~5 s), not the 120 s timeout
