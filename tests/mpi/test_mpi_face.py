@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import re
 import shutil
 import subprocess
 import sys
@@ -86,7 +87,9 @@ def _launch(launcher: str, nranks: int) -> list[str]:
 def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int) -> None:
     done = subprocess.run(_launch(launcher, nranks), cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(line.split("OK ")[-1] for line in done.stdout.splitlines() if "OK rank" in line) == [
+    # Found in the whole text, not per line: mpiexec does not prefix lines, and two ranks' writes can
+    # land within one line ("OK rank 1 of 3OK rank 2 of 3").
+    assert sorted(re.findall(r"OK (rank \d+ of \d+)", done.stdout)) == [
         f"rank {r} of {nranks}" for r in range(nranks)
     ]
 
