@@ -45,6 +45,11 @@ class HostLayout:
         """One rank per host, in host order: the root on its host, else the host's first rank."""
         return [root if root is not None and root in ranks else ranks[0] for ranks in self.members]
 
+    def leader_ring(self, host: int) -> tuple[int, int]:
+        """The leaders after and before host `host`'s in the ring of hosts (first ranks as leaders)."""
+        leaders, hosts = self.leaders(), len(self.members)
+        return leaders[(host + 1) % hosts], leaders[(host - 1) % hosts]
+
     def led_by(self, rank: int, root: int | None = None) -> tuple[int, list[int]]:
         """`rank`'s leader, and its host's ranks with the leader first."""
         ranks, _ = self.local(rank)
@@ -208,7 +213,7 @@ def all_gather(problem: Problem, rank: int) -> Schedule:
     hosts = len(layout.members)
     if rank == leader:
         me = layout.host_of[rank]
-        right, left = layout.leaders()[(me + 1) % hosts], layout.leaders()[(me - 1) % hosts]
+        right, left = layout.leader_ring(me)
         for s in range(hosts - 1):
             for r in layout.members[(me - s) % hosts]:
                 builder.send(1 + s, right, block(r))
@@ -253,7 +258,7 @@ def reduce_scatter(problem: Problem, rank: int) -> Schedule:
     for i, r in enumerate(order[1:]):
         builder.recv_reduce(i, r, Slice(SCRATCH, 0, problem.total))
     me = layout.host_of[rank]
-    right, left = layout.leaders()[(me + 1) % hosts], layout.leaders()[(me - 1) % hosts]
+    right, left = layout.leader_ring(me)
     for s in range(hosts - 1):
         for r in layout.members[(me - s - 1) % hosts]:
             builder.send(ring + s, right, block(r))

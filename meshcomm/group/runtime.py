@@ -88,9 +88,8 @@ class Runtime:
         algorithms for one call and hang; one source rules that out.
         """
         if self.rank == 0:
-            path = config.get("MESHCOMM_TUNING")
             try:
-                parameters = model.load(path) if path else model.DEFAULTS
+                parameters = model.configured()
             except ValueError as exc:
                 # Published too, so the other ranks fail with it instead of waiting out the timeout.
                 store.set("agreed", json.dumps({"error": str(exc)}))

@@ -134,12 +134,17 @@ def _datatype_of(datatype, declared: np.dtype | None) -> dt.Datatype:
     return dt.from_dtype(declared)
 
 
-def read_spec(spec, name: str, writable: bool = False) -> Spec:
-    """The elements a message specification names, as a 1-D numpy view of the caller's buffer."""
+def _parse(spec, name: str, writable: bool):
+    """(every element of the buffer, the sizes part of the spec, its Datatype) of a message specification."""
     buf, sizes, datatype = _split(spec, name)
     raw, declared = _raw(buf, name, writable)
     datatype = _datatype_of(datatype, declared)
-    whole = _elements(raw, datatype, name)
+    return _elements(raw, datatype, name), sizes, datatype
+
+
+def read_spec(spec, name: str, writable: bool = False) -> Spec:
+    """The elements a message specification names, as a 1-D numpy view of the caller's buffer."""
+    whole, sizes, datatype = _parse(spec, name, writable)
     count, displ = None, 0
     if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
         count, displ = sizes[0]
@@ -158,10 +163,7 @@ def read_spec(spec, name: str, writable: bool = False) -> Spec:
 
 def read_vector(spec, name: str, nranks: int, writable: bool = False) -> VectorSpec:
     """A v-collective's buffer: counts and displacements per rank (default: equal consecutive pieces)."""
-    buf, sizes, datatype = _split(spec, name)
-    raw, declared = _raw(buf, name, writable)
-    datatype = _datatype_of(datatype, declared)
-    whole = _elements(raw, datatype, name)
+    whole, sizes, datatype = _parse(spec, name, writable)
     counts = displs = None
     if len(sizes) == 1 and isinstance(sizes[0], tuple) and len(sizes[0]) == 2:
         counts, displs = sizes[0]

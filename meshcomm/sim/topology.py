@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from meshcomm import config
 from meshcomm.tuner import model
 from meshcomm.tuner.model import Link, Parameters
 
@@ -51,8 +50,7 @@ def _gpu(alpha_in: float, gbps_in: float, alpha_out: float, gbps_out: float, sou
 
 
 def here(ranks_per_host: int | None = None) -> Topology:
-    path = config.get("MESHCOMM_TUNING")
-    return Topology("here", model.load(path) if path else model.DEFAULTS, ranks_per_host, os.cpu_count() or 1)
+    return Topology("here", model.configured(), ranks_per_host, os.cpu_count() or 1)
 
 
 PRESETS = {

@@ -21,6 +21,8 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 
+from meshcomm import config
+
 SAME_HOST = "same_host"
 OTHER_HOST = "other_host"
 LINK_CLASSES = (SAME_HOST, OTHER_HOST)
@@ -103,6 +105,12 @@ def load(path: str) -> Parameters:
         raise ValueError(f"cannot read tuning file {path}: {exc.strerror or exc} "
                          f"(MESHCOMM_TUNING names it; create it with `meshcomm tune -o {path}`)") from None
     return Parameters.from_json(text, path)
+
+
+def configured() -> Parameters:
+    """The parameters MESHCOMM_TUNING names, else the built-in defaults."""
+    path = config.get("MESHCOMM_TUNING")
+    return load(path) if path else DEFAULTS
 
 
 def save(parameters: Parameters, path: str) -> None:
