@@ -27,8 +27,7 @@ class HostRun:
     output: str
 
 
-def launcher(net: Network, host: int, ranks_per_host: int, argv: list[str], timeout: float,
-             token: str) -> list[str]:
+def launcher(net: Network, host: int, ranks_per_host: int, argv: list[str], timeout: float) -> list[str]:
     """The `meshcomm run` command line of host `host`, run inside its namespace."""
     command = [sys.executable, "-m", "meshcomm", "run", "-n", str(ranks_per_host),
                "--nnodes", str(len(net.names)), "--node-rank", str(host),
@@ -42,7 +41,7 @@ def run_job(net: Network, ranks_per_host: int, argv: list[str], timeout: float =
     """Start argv (a Python script and its arguments) on every host; wait for all launchers."""
     token = secrets.token_hex(16)
     environ = {**os.environ, "MESHCOMM_TOKEN": token, **(env or {})}
-    launchers = [subprocess.Popen(launcher(net, host, ranks_per_host, argv, timeout, token), env=environ,
+    launchers = [subprocess.Popen(launcher(net, host, ranks_per_host, argv, timeout), env=environ,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for host in range(len(net.names))]
     runs = []
@@ -51,19 +50,19 @@ def run_job(net: Network, ranks_per_host: int, argv: list[str], timeout: float =
             output, _ = process.communicate(timeout=timeout + 30)
             runs.append(HostRun(host, process.returncode, output))
         except subprocess.TimeoutExpired:
-            _stop(launchers)
+            stop(launchers)
             output, _ = process.communicate(timeout=30)
             runs.append(HostRun(host, None, output))
     return runs
 
 
-def _stop(launchers: list[subprocess.Popen]) -> None:
-    for launcher in launchers:
-        if launcher.poll() is None:
-            launcher.terminate()
-    for launcher in launchers:
+def stop(launchers: list[subprocess.Popen]) -> None:
+    for process in launchers:
+        if process.poll() is None:
+            process.terminate()
+    for process in launchers:
         try:
-            launcher.wait(timeout=15)
+            process.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            launcher.kill()
-            launcher.wait(timeout=15)
+            process.kill()
+            process.wait(timeout=15)

@@ -9,16 +9,20 @@ so ranks of different "hosts" tell each other apart only by MESHCOMM_HOST_ID,
 as the launcher's --host-id sets it.
 
 Needs root and iproute2; `unavailable()` says why not where they are missing.
-Names carry this process's pid, so two test runs never share a namespace, and
-`close()` removes everything it made (deleting a namespace deletes its end of
-each veth pair, which takes the other end with it).
+Names carry this process's pid and a count of the networks it made, so no two
+networks share a name: the kernel removes a deleted namespace's veth pairs in
+the background, so a name reused at once could still be taken. `close()`
+removes everything it made, each veth pair explicitly.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
+
+_made = itertools.count()  # networks made by this process
 
 
 def unavailable() -> str | None:
@@ -47,11 +51,12 @@ class Network:
     def __init__(self, hosts: int, rate: str | None = None) -> None:
         if not 1 <= hosts <= 200:
             raise ValueError(f"hosts must be in [1, 200], got {hosts}")
-        tag = os.getpid() % 100000
+        serial = os.getpid() % 10000 * 100 + next(_made) % 100
+        tag = f"{serial:06d}"
         self.names = [f"mc{tag}h{i}" for i in range(hosts)]
         self.bridge = f"mcbr{tag}"
         # A /24 per test process, so that concurrent runs do not route into each other.
-        self._subnet = f"10.{200 + tag % 50}.{tag // 50 % 250}"
+        self._subnet = f"10.{200 + serial % 50}.{serial // 50 % 250}"
         self.addresses = [f"{self._subnet}.{10 + i}" for i in range(hosts)]
         self.rate = rate
         self._made: list[str] = []
@@ -100,7 +105,10 @@ class Network:
         return ["ip", "netns", "exec", self.names[host], *argv]
 
     def close(self) -> None:
-        for name in self._made:
+        for i, name in enumerate(self._made):
+            # Deleting our end takes the pair down now; a namespace outlives `netns del` while kernel
+            # sockets still hold it (a connection retransmitting into a cut link), and so would its veth.
+            subprocess.run(["ip", "link", "del", f"{self.bridge}v{i}"], capture_output=True, timeout=10)
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
         self._made.clear()
         if self._bridge_made:

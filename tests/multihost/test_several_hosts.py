@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from meshcomm.transport import shm
-from tests.multihost.job import launcher, run_job
+from tests.multihost.job import launcher, run_job, stop
 from tests.multihost.netns import Network, unavailable
 
 REASON = unavailable()
@@ -69,9 +69,9 @@ def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
     lines: list[str] = []
     ready = threading.Event()
     with Network(2) as net:
-        survivor = subprocess.Popen(launcher(net, 0, 1, [program], 120, "link-down-test"), env=environ,
+        survivor = subprocess.Popen(launcher(net, 0, 1, [program], 120), env=environ,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        cut_off = subprocess.Popen(launcher(net, 1, 1, [program], 120, "link-down-test"), env=environ,
+        cut_off = subprocess.Popen(launcher(net, 1, 1, [program], 120), env=environ,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def read() -> None:
@@ -88,10 +88,7 @@ def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
             survivor.wait(timeout=60)  # far below the collectives' 120 s timeout
             reader.join(timeout=10)
         finally:
-            for process in (survivor, cut_off):
-                if process.poll() is None:
-                    process.kill()
-                process.wait(timeout=30)
+            stop([survivor, cut_off])  # SIGTERM, so each launcher stops its ranks; SIGKILL if it does not exit
             survivor.stdout.close()
     raised = [json.loads(line.split("RAISED ", 1)[1]) for line in lines if "RAISED " in line]
     assert raised and raised[0]["type"] == "PeerLostError", "".join(lines)
