@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import queue
 import sys
 import threading
@@ -17,11 +18,18 @@ from typing import Callable
 
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
+from meshcomm.executor import board as board_executor
 from meshcomm.executor import executor
 from meshcomm.executor import fingerprint as fp
 from meshcomm.group.work import Work
+from meshcomm.rendezvous.store import PrefixStore
+from meshcomm.transport.board import Board
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
+
+
+# Bytes one member may publish on a group's board; larger `direct` calls go as messages.
+BOARD_SLOT_BYTES = 64 << 10
 
 
 @functools.lru_cache(maxsize=512)
@@ -52,6 +60,8 @@ class Group:
         self._debug = runtime.settings.debug in ("INFO", "DEBUG")
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
         self._mailbox = None
+        self._on_one_host: bool | None = None  # every member shares memory with this rank (decided at first need)
+        self._board: Board | None = None
 
     def __repr__(self) -> str:
         return f"<Group {self.group_name!r} ranks={list(self.ranks)}>"
@@ -99,6 +109,20 @@ class Group:
         settings = self.runtime.settings
 
         recorder = self.runtime.recorder
+        if algorithm == "direct" and self._fits_board(problem, buffers):
+
+            def on_board(seq: int) -> object:
+                entry = recorder.start(self.group_name, seq, fingerprint, algorithm, self.ranks)
+                try:
+                    self._run_on_board(problem, seq, fingerprint, buffers, combine,
+                                       self.timeout if timeout is None else timeout)
+                except Exception as exc:
+                    recorder.finish(entry, exc)
+                    raise self.runtime.explain_failure(self, seq, entry, exc) from None
+                recorder.finish(entry)
+                return finish() if finish is not None else None
+
+            return self.submit(f"{problem.collective} on group {self.group_name!r}", on_board, async_op)
 
         def job(seq: int) -> object:
             call = executor.Call(
@@ -124,6 +148,37 @@ class Group:
             return finish() if finish is not None else None
 
         return self.submit(f"{problem.collective} on group {self.group_name!r}", job, async_op)
+
+    # ----- the board: small `direct` collectives through shared memory
+
+    def _fits_board(self, problem: Problem, buffers: dict) -> bool:
+        """Whether this call runs on the group's board; every member decides alike (same problem, same hosts)."""
+        if problem.collective not in board_executor.COLLECTIVES or self.size == 1:
+            return False
+        if self._on_one_host is None:
+            self._on_one_host = self.runtime.transport.shares_memory_with(self.ranks)
+        return self._on_one_host and board_executor.largest_post(problem) * _itemsize(buffers) <= BOARD_SLOT_BYTES
+
+    def _run_on_board(self, problem: Problem, seq: int, fingerprint: bytes, buffers: dict, combine,
+                      timeout: float) -> None:
+        transport = self.runtime.transport
+        transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
+        if self._board is None:
+            # Made at the group's first board call, which every member makes (same seq, same decision).
+            digest = hashlib.sha256(repr(self.ranks).encode()).hexdigest()[:16]
+            self._board = Board.join(PrefixStore("meshcomm/board", self.runtime.store), f"{self.group_id}/{digest}",
+                                     self.rank, self.size, BOARD_SLOT_BYTES, transport.job, timeout)
+        others = [r for r in self.ranks if r != self.runtime.rank]
+        trace = self.runtime.trace
+        start = trace.now() if trace is not None else 0
+        board_executor.run(self._board, problem, self.rank, seq, fingerprint, buffers, combine,
+                           timeout, transport.spin_seconds,
+                           lambda: transport.check_call(others, self.group_id, seq), self.group_name,
+                           list(self.ranks))
+        if trace is not None:
+            trace.complete("collective", problem.collective, start, trace.now(),
+                           {"group": self.group_name, "group_id": self.group_id, "seq": seq, "algorithm": "direct",
+                            "call": fp.describe(fingerprint), "board": True})
 
     def algorithm_for(self, problem: Problem, buffers: dict) -> str:
         """The user's MESHCOMM_ALGO choice for this collective, else the cost model's fastest."""
@@ -204,6 +259,9 @@ class Group:
         if self._queue is not None:
             self._queue.put(None)
             self._worker.join(timeout=5)
+        if self._board is not None:
+            self._board.close()
+            self._board = None
 
 
 def _inline(job: Callable[[int], object], seq: int) -> None:

@@ -387,6 +387,49 @@ class Transport:
         if state.lost is not None:
             raise PeerLostError(f"rank {self.rank}: connection to rank {state.rank} was lost earlier", state.rank)
 
+    # ----- waits outside the message path (a group's board)
+
+    def shares_memory_with(self, ranks) -> bool:
+        """True when this rank reaches every one of `ranks` through shared memory."""
+        local = self._local
+        return local is not None and local.enabled and all(r in local.ranks for r in ranks)
+
+    @property
+    def job(self) -> str:
+        return self._local.job
+
+    @property
+    def spin_seconds(self) -> float:
+        return self._spin
+
+    def raise_if_aborted(self) -> None:
+        if self._aborted is not None:
+            raise self._aborted
+
+    def check_call(self, peers: list[int], group: int, seq: int) -> None:
+        """Look at the sockets and rings once, then raise what makes waiting for collective
+        (group, seq) pointless: the job aborted, a peer lost or giving the call up, or a
+        message for it (a peer runs it as messages: another collective or algorithm)."""
+        self.progress(0)
+        with self._lock:
+            if self._aborted is not None:
+                raise self._aborted
+            failed = self._failed_calls.get((group, seq))
+            if failed is not None:
+                raise failed
+            for peer in peers:
+                lost = self._peers[peer].lost
+                if lost is not None:
+                    raise lost
+            for key, messages in self._unexpected.items():
+                if key.kind == wire.KIND_COLLECTIVE and key.group == group and key.seq == seq and messages:
+                    error = CollectiveMismatchError(
+                        f"rank {self.rank} received from rank {messages[0].peer} a message for a collective "
+                        f"this rank runs without messages"
+                    )
+                    error.theirs, error.peer = messages[0].header.fingerprint, messages[0].peer
+                    raise error
+
     # ----- matching
 
     def _match(self, source: int, head: wire.Header) -> _PostedRecv | None:

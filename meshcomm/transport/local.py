@@ -88,6 +88,7 @@ class LocalPeers:
         self.enabled = len(self.ranks) > 1 and all(hosts[r].startswith(b"shm|") for r in self.ranks)
         self.link_labels = _link_labels([hosts[r] for r in range(world_size)])
         self.channels: dict[int, shm.ShmChannel] = {}
+        self.job = config.get("MESHCOMM_JOB_ID") or f"p{os.getpid()}"  # names this job's shared files
         self.segment: shm.Segment | None = None
         self._peer_segments: list[shm.Segment] = []
         if self.enabled:
@@ -96,8 +97,7 @@ class LocalPeers:
     def _map(self, rank: int, store, timeout: float) -> None:
         slot = self.ranks.index(rank)
         size = ring_bytes(len(self.ranks))
-        job = config.get("MESHCOMM_JOB_ID") or f"p{os.getpid()}"
-        name = f"{shm.segment_name(job, rank)}-{os.urandom(4).hex()}"
+        name = f"{shm.segment_name(self.job, rank)}-{os.urandom(4).hex()}"
         self.segment = shm.Segment(name, len(self.ranks), size, create=True)
         try:
             store.set(f"shm/name/{rank}", name)

@@ -13,7 +13,7 @@ from meshcomm.algorithms.problem import COLLECTIVES, IN_PLACE, Problem
 from meshcomm.algorithms.schedule import INPUT, OUTPUT, Copy, Schedule, Slice
 
 MODULES = ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "gather", "scatter",
-           "all_to_all", "barrier", "scan", "double_binary_tree")
+           "all_to_all", "barrier", "scan", "double_binary_tree", "direct")
 
 
 def _problem(collective: str, n: int, root: int = 0) -> Problem:

@@ -16,6 +16,8 @@ OVERRIDES = {
     "binomial": "broadcast:scatter_recursive_doubling;all_reduce:binomial;all_gather:bruck;"
                 "reduce_scatter:pairwise;all_to_all:scattered",
     "double_binary_tree": "all_reduce:double_binary_tree",
+    "direct": "broadcast:direct;reduce:direct;all_reduce:direct;all_gather:direct;reduce_scatter:direct;"
+              "all_to_all:direct;barrier:direct",
     "hierarchical": "broadcast:hierarchical;all_reduce:hierarchical;all_gather:hierarchical;"
                     "reduce_scatter:hierarchical",
 }

@@ -8,7 +8,7 @@ python fault_program.py SCENARIO COLLECTIVE VICTIM [OTHER]
   never     the victim never calls COLLECTIVE (it sleeps past the timeout)
   abort     the victim calls meshcomm.abort() while the rest wait in COLLECTIVE
   store     the external store is killed (FAULT_STORE_PID); the job goes on, then the victim never arrives
-Times are wall-clock (time.time()), comparable across the ranks of one host.
+FAULT_COUNT sets the elements per call (default 2^18). Times are wall-clock (time.time()), comparable across the ranks of one host.
 """
 
 import json
@@ -22,7 +22,7 @@ import numpy as np
 
 import meshcomm as dist
 
-COUNT = 1 << 18
+COUNT = int(os.environ.get("FAULT_COUNT", 1 << 18))
 
 
 def call(name: str, rank: int, size: int, dtype=np.float32, count: int = COUNT) -> None:

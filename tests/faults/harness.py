@@ -54,9 +54,11 @@ class Run:
 
 def run_scenario(
     tmp_path: Path, nranks: int, scenario: str, collective: str, victim: int, other: str = "",
-    timeout: float = 30.0, transport: str = "auto", bound: float = 90.0,
+    timeout: float = 30.0, transport: str = "auto", bound: float = 90.0, env: dict | None = None,
 ) -> Run:
-    """Start `nranks` ranks of fault_program.py, wait at most `bound` seconds, kill and reap them all."""
+    """Start `nranks` ranks of fault_program.py, wait at most `bound` seconds, kill and reap them all.
+
+    `env` adds variables to every rank's environment (e.g. MESHCOMM_ALGO, FAULT_COUNT)."""
     job_id = f"fault{uuid.uuid4().hex[:10]}"
     mark = tmp_path / f"{job_id}.killed"
     dump_dir = tmp_path / f"{job_id}-dumps"
@@ -67,6 +69,7 @@ def run_scenario(
         MESHCOMM_TOKEN=f"token-{job_id}", MESHCOMM_TRANSPORT=transport, MESHCOMM_JOB_ID=job_id,
         MESHCOMM_DUMP_DIR=str(dump_dir), FAULT_TIMEOUT=str(timeout), FAULT_MARK=str(mark),
     )
+    base.update(env or {})
     store = None
     if scenario == "store":
         store = subprocess.Popen([sys.executable, "-m", "meshcomm", "store", "--port", base["MASTER_PORT"]],

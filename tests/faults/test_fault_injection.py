@@ -92,3 +92,54 @@ def test_a_dead_store_stops_neither_collectives_nor_a_timeout_report(tmp_path) -
         assert outcome.result["completed"] == 10
     for outcome in run.survivors(2):
         assert outcome.error == "CommTimeoutError" and "store" in outcome.message
+
+
+# Small `direct` calls on one host run on the group's shared-memory board, where ranks wait on
+# each other's slots instead of messages: the same faults must be caught there too.
+BOARD = {"MESHCOMM_ALGO": "direct", "FAULT_COUNT": "64"}
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.parametrize("collective, victim", [("all_reduce", 1), ("barrier", 0)])
+def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victim) -> None:
+    run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=BOARD)
+    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
+    assert_clean(run, victim)
+    for outcome in run.survivors(victim):
+        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_a_desync_on_the_board_is_caught_on_every_rank(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "desync", "all_reduce", 1, "all_gather", timeout=60, env=BOARD)
+    assert_clean(run, None)
+    for outcome in run.outcomes:
+        assert outcome.error in ("CollectiveMismatchError", "PeerLostError"), outcome.message
+        assert "all_gather" in outcome.message and "all_reduce" in outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_a_rank_running_the_call_as_messages_is_caught_by_a_rank_on_the_board(tmp_path) -> None:
+    # The victim's call is too large for the board (it goes as messages); the others' fits.
+    run = run_scenario(tmp_path, 3, "size", "all_reduce", 2, timeout=60,
+                       env={**BOARD, "FAULT_COUNT": str(16 << 10)})
+    assert_clean(run, None)
+    for outcome in run.outcomes:
+        assert outcome.error in ("CollectiveMismatchError", "PeerLostError"), outcome.message
+        assert "16385 elements" in outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_a_rank_that_never_arrives_at_the_board_is_named(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "never", "all_reduce", 2, timeout=3, env=BOARD)
+    assert_clean(run, 2)
+    for outcome in run.survivors(2):
+        assert outcome.error == "CommTimeoutError"
+        assert "seq 1" in outcome.message and "ranks [2] had not arrived" in outcome.message
+
+
+@pytest.mark.timeout(100)
+def test_abort_reaches_ranks_waiting_on_the_board(tmp_path) -> None:
+    run = run_scenario(tmp_path, 3, "abort", "all_reduce", 1, timeout=60, env=BOARD)
+    assert_clean(run, None)
+    assert all(outcome.error == "AbortedError" for outcome in run.outcomes), [o.message for o in run.outcomes]

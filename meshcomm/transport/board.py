@@ -1,0 +1,173 @@
+"""A group's board: one shared-memory slot per member, for small collectives.
+
+On a group whose members all share this host, a small collective is done in
+one synchronisation instead of one message per schedule step: every member
+writes its whole contribution into its own slot and raises the slot's
+sequence number; once every member's slot shows the call's number, each
+reads what it needs straight from the others' slots. Python pays for one
+post and one wait, not for the framing, matching and wake-ups of
+log2(n) or n - 1 messages.
+
+Layout: a control page with a cache line per member (its `bell`, the futex
+word it sleeps on, and its `sleeping` flag), then per member two slots, used
+by calls of even and odd sequence numbers. A slot is a header line (the
+sequence number + 1, written last to publish the slot; the byte count; the
+collective's fingerprint) and `slot_bytes` of data.
+
+Why two slots are enough: a member reads the slots of call k before it posts
+call k + 1, and a member writes call k + 2 only after it has seen every
+member's post of call k + 1, so nobody still reads a slot when it is reused.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import time
+
+from meshcomm.transport import futex
+from meshcomm.transport.shm import DIRECTORY
+
+_PAGE = 4096
+_LINE = 64
+_HEADER = 64  # u64 seq + 1, u64 nbytes, 16-byte fingerprint; data starts on the next line
+_BELL, _SLEEPING = 0, 1  # u32 words in a member's control line
+_SLEEP_SLICE = 0.01  # a sleeper looks at liveness, abort and its deadline this often
+
+
+def board_bytes(nmembers: int, slot_bytes: int) -> int:
+    return _PAGE + nmembers * 2 * (_HEADER + slot_bytes)
+
+
+class Board:
+    """Maps (creating or attaching) the board file at `path`."""
+
+    def __init__(self, path: str, nmembers: int, slot_bytes: int, create: bool) -> None:
+        self.path = path
+        self.nmembers = nmembers
+        self.slot_bytes = slot_bytes
+        size = board_bytes(nmembers, slot_bytes)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            elif os.fstat(fd).st_size != size:
+                raise OSError(f"board {path} has {os.fstat(fd).st_size} bytes, expected {size}")
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        view = memoryview(self._map)
+        self._view = view
+        self._control = [view[m * _LINE : m * _LINE + 8].cast("I") for m in range(nmembers)]
+        self._anchors = [ctypes.c_uint32.from_buffer(self._map, m * _LINE) for m in range(nmembers)]
+        self._bell_address = [ctypes.addressof(a) for a in self._anchors]
+        self._heads: list[list[memoryview]] = []
+        self._fingerprints: list[list[memoryview]] = []
+        self._data: list[list[memoryview]] = []
+        for m in range(nmembers):
+            heads, prints, data = [], [], []
+            for parity in (0, 1):
+                start = _PAGE + (m * 2 + parity) * (_HEADER + slot_bytes)
+                heads.append(view[start : start + 16].cast("Q"))
+                prints.append(view[start + 16 : start + 32])
+                data.append(view[start + _HEADER : start + _HEADER + slot_bytes])
+            self._heads.append(heads)
+            self._fingerprints.append(prints)
+            self._data.append(data)
+
+    @classmethod
+    def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float) -> "Board":
+        """Member 0 creates the board and names it in the store under `key`; the others map it.
+
+        The last member to map it unlinks the name, so nothing is left in
+        /dev/shm even if a member crashes later (the memory lives until the
+        last process unmaps it); `shm.remove_segments` finds boards of members
+        that crashed before that, by the job's prefix.
+        """
+        if me == 0:
+            path = os.path.join(DIRECTORY, f"meshcomm-{job}-board-{os.urandom(6).hex()}")
+            board = cls(path, nmembers, slot_bytes, create=True)
+            store.set(f"{key}/path", path)
+        else:
+            path = store.get(f"{key}/path", timeout=timeout).decode()
+            board = cls(path, nmembers, slot_bytes, create=False)
+        if store.add(f"{key}/mapped", 1) == nmembers:
+            board.unlink()
+        return board
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # ----- one call
+
+    def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview) -> None:
+        """Publish this member's contribution to call `seq` and wake the members asleep on the board."""
+        parity = seq & 1
+        if payload.nbytes:
+            self._data[me][parity][: payload.nbytes] = payload
+        self._fingerprints[me][parity][:] = fingerprint
+        head = self._heads[me][parity]
+        head[1] = payload.nbytes
+        head[0] = seq + 1  # last: x86-64 keeps stores in order, so the data is there once this is
+        for member, words in enumerate(self._control):
+            if member != me and words[_SLEEPING]:
+                words[_BELL] = (words[_BELL] + 1) & 0xFFFFFFFF
+                futex.wake(self._bell_address[member])
+
+    def posted(self, member: int, seq: int) -> bool:
+        return self._heads[member][seq & 1][0] == seq + 1
+
+    def fingerprint(self, member: int, seq: int) -> bytes:
+        return bytes(self._fingerprints[member][seq & 1])
+
+    def data(self, member: int, seq: int) -> memoryview:
+        """The member's published bytes for call `seq` (valid until its call seq + 2)."""
+        parity = seq & 1
+        return self._data[member][parity][: self._heads[member][parity][1]]
+
+    def wait(self, me: int, seq: int, spin: float, deadline: float, between) -> None:
+        """Until every member has posted call `seq`: spin `spin` seconds, then sleep on our bell.
+
+        `between()` runs before every sleep: it raises when waiting is pointless (a member is lost, the job aborted). Past
+        `deadline` a TimeoutError names the members that have not posted.
+        """
+        missing = [m for m in range(self.nmembers) if m != me and not self.posted(m, seq)]
+        if not missing:
+            return
+        end = time.perf_counter() + spin
+        while missing and time.perf_counter() < end:
+            missing = [m for m in missing if not self.posted(m, seq)]
+        words = self._control[me]
+        while missing:
+            between()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"members {missing} of the board had not posted")
+            seen = words[_BELL]
+            words[_SLEEPING] = 1
+            try:
+                # Checked again after announcing the sleep: a member that posted
+                # before seeing the flag has already published, so we do not sleep.
+                missing = [m for m in missing if not self.posted(m, seq)]
+                if missing:
+                    futex.wait(self._bell_address[me], seen, min(remaining, _SLEEP_SLICE))
+            finally:
+                words[_SLEEPING] = 0
+            missing = [m for m in missing if not self.posted(m, seq)]
+
+    def close(self) -> None:
+        views = [self._view, *self._control]
+        for per_member in (self._heads, self._fingerprints, self._data):
+            views.extend(v for pair in per_member for v in pair)
+        self._heads, self._fingerprints, self._data, self._control = [], [], [], []
+        for view in views:
+            view.release()
+        self._anchors.clear()
+        try:
+            self._map.close()
+        except BufferError:
+            pass  # a view is still exported somewhere; the mapping goes with the process

@@ -1,0 +1,138 @@
+"""The `direct` algorithms on real ranks: on a group's shared-memory board when it fits, as messages when not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import meshcomm as dist
+from meshcomm import ReduceOp
+from meshcomm.group.group import BOARD_SLOT_BYTES
+from tests.cluster import Cluster
+
+BOARD_COUNT = 1001  # int64: 8 KB, on the board
+MESSAGE_COUNT = BOARD_SLOT_BYTES // 8 + 1  # one element more than a slot holds: goes as messages
+
+
+def values(rank: int, count: int, salt: int = 0) -> np.ndarray:
+    return ((np.arange(count) * 7 + rank * 3 + salt) % 11 + 1).astype(np.int64)
+
+
+def board_in_use(group=None) -> bool:
+    from meshcomm.api.state import resolve_group
+
+    return resolve_group(group)._board is not None
+
+
+def every_collective_direct(counts: tuple, group=None) -> list[str]:
+    """Each collective with algorithm="direct"; the names of those that disagree with numpy."""
+    from meshcomm.api.state import resolve_group
+
+    g = resolve_group(group)
+    rank, n = g.rank, g.size
+    wrong = []
+    for count in counts:
+        x = values(rank, count)
+        dist.all_reduce(x, group=group, algorithm="direct")
+        if not np.array_equal(x, sum(values(q, count) for q in range(n))):
+            wrong.append(f"all_reduce {count}")
+        y = values(rank, count, salt=1)
+        dist.all_reduce(y, op=ReduceOp.MAX, group=group, algorithm="direct")
+        if not np.array_equal(y, np.max([values(q, count, salt=1) for q in range(n)], axis=0)):
+            wrong.append(f"all_reduce max {count}")
+        for root in range(n):
+            z = values(rank, count)
+            dist.reduce(z, group_dst=root, group=group, algorithm="direct")
+            expected = sum(values(q, count) for q in range(n)) if rank == root else values(rank, count)
+            if not np.array_equal(z, expected):
+                wrong.append(f"reduce {count} root {root}")
+            b = values(rank, count)
+            dist.broadcast(b, group_src=root, group=group, algorithm="direct")
+            if not np.array_equal(b, values(root, count)):
+                wrong.append(f"broadcast {count} root {root}")
+        per = count // n + 1
+        gathered = [np.zeros(per + q, np.int64) for q in range(n)]  # uneven: rank q gives per + q elements
+        dist.all_gather(gathered, values(rank, per + rank), group=group, algorithm="direct")
+        if not all(np.array_equal(gathered[q], values(q, per + q)) for q in range(n)):
+            wrong.append(f"all_gather {count}")
+        out = np.zeros(per + rank, np.int64)
+        dist.reduce_scatter(out, [values(rank, per + q, salt=q) for q in range(n)], group=group, algorithm="direct")
+        if not np.array_equal(out, sum(values(q, per + rank, salt=rank) for q in range(n))):
+            wrong.append(f"reduce_scatter {count}")
+        send = [(rank + j) % 3 + per for j in range(n)]  # rank q sends (q + j) % 3 + per elements to rank j
+        recv = [(q + rank) % 3 + per for q in range(n)]
+        source = np.concatenate([np.full(send[j], 100 * rank + j, np.int64) for j in range(n)])
+        target = np.zeros(sum(recv), np.int64)
+        dist.all_to_all_single(target, source, output_split_sizes=recv, input_split_sizes=send, group=group,
+                               algorithm="direct")
+        if not np.array_equal(target, np.concatenate([np.full(recv[q], 100 * q + rank, np.int64) for q in range(n)])):
+            wrong.append(f"all_to_all {count}")
+    dist.barrier(group=group, algorithm="direct")
+    return wrong
+
+
+def test_every_direct_collective_matches_numpy_on_the_board_and_as_messages(cluster) -> None:
+    assert cluster.run(every_collective_direct, (0, 1, cluster.size - 1, BOARD_COUNT)) == [[]] * cluster.size
+    assert cluster.run(board_in_use) == [cluster.size > 1] * cluster.size
+    assert cluster.run(every_collective_direct, (MESSAGE_COUNT,), timeout=120) == [[]] * cluster.size
+
+
+def float_sum_bytes(count: int) -> tuple[bytes, bytes]:
+    """This rank's all_reduce result, and numpy's sum of the same inputs added in rank order."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    inputs = [np.random.default_rng(q).standard_normal(count).astype(np.float32) for q in range(n)]
+    x = inputs[rank].copy()
+    dist.all_reduce(x, algorithm="direct")
+    expected = inputs[0].copy()
+    for q in range(1, n):
+        expected += inputs[q]
+    return x.tobytes(), expected.tobytes()
+
+
+@pytest.mark.parametrize("count", [7, 4096, MESSAGE_COUNT])
+def test_direct_float_sums_are_bit_identical_on_every_rank_and_in_rank_order(cluster, count) -> None:
+    results = cluster.run(float_sum_bytes, count)
+    assert all(mine == expected for mine, expected in results)
+    assert len({mine for mine, _ in results}) == 1
+
+
+def async_calls_on_the_board() -> bool:
+    rank, n = dist.get_rank(), dist.get_world_size()
+    xs = [np.full(5, rank + k, np.float64) for k in range(6)]
+    works = [dist.all_reduce(x, async_op=True, algorithm="direct") for x in xs]
+    for work in works:
+        work.wait()
+    return all(np.array_equal(x, np.full(5, sum(q + k for q in range(n)), np.float64)) for k, x in enumerate(xs))
+
+
+def test_async_direct_calls_complete_in_order(cluster) -> None:
+    assert all(cluster.run(async_calls_on_the_board))
+
+
+def sub_group_boards() -> list[str]:
+    """Every rank makes both groups (torch's rule); members run direct collectives on each group's own board."""
+    rank = dist.get_rank()
+    evens = dist.new_group([0, 2])
+    odds = dist.new_group([1, 3])
+    mine = evens if rank % 2 == 0 else odds
+    wrong = every_collective_direct((3, 100), group=mine)
+    wrong += every_collective_direct((5,))  # the world's board, between the sub-group's calls
+    wrong += every_collective_direct((9,), group=mine)
+    return wrong + ([] if board_in_use(mine) else ["sub-group board not used"])
+
+
+def test_sub_groups_have_boards_of_their_own() -> None:
+    cluster = Cluster(4)
+    try:
+        assert cluster.run(sub_group_boards) == [[]] * 4
+    finally:
+        cluster.close()
+
+
+def test_ranks_on_different_hosts_run_direct_as_messages() -> None:
+    cluster = Cluster(3, env={"MESHCOMM_HOST_ID": ["a", "b", "b"]})
+    try:
+        assert cluster.run(every_collective_direct, (0, 2, BOARD_COUNT)) == [[]] * 3
+        assert cluster.run(board_in_use) == [False] * 3
+    finally:
+        cluster.close()
