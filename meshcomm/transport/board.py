@@ -10,13 +10,17 @@ log2(n) or n - 1 messages.
 
 Layout: a control page with a cache line per member (its `bell`, the futex
 word it sleeps on, and its `sleeping` flag), then per member two slots, used
-by calls of even and odd sequence numbers. A slot is a header line (the
-sequence number + 1, written last to publish the slot; the byte count; the
-collective's fingerprint) and `slot_bytes` of data.
+in turn by its board calls. A slot is a header line (the call's sequence
+number + 1, written last to publish the slot; the byte count; the
+collective's fingerprint) and `slot_bytes` of data. Readers look for a call
+in both slots by its sequence number.
 
-Why two slots are enough: a member reads the slots of call k before it posts
-call k + 1, and a member writes call k + 2 only after it has seen every
-member's post of call k + 1, so nobody still reads a slot when it is reused.
+Why two slots are enough: a member reads the slots of one board call before
+it posts its next, and a member reuses a slot (its board call b + 2) only
+after it has seen every member's post of its board call b + 1, so nobody
+still reads a slot when it is reused. The group's other calls, which go as
+messages, do not count: counting sequence numbers instead would let a rank
+whose messages need no answer (a broadcast's root) run two calls ahead.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ class Board:
             self._heads.append(heads)
             self._fingerprints.append(prints)
             self._data.append(data)
+        self._posts = 0  # this member's board calls so far: which of its slots the next one takes
 
     @classmethod
     def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float) -> "Board":
@@ -106,7 +111,8 @@ class Board:
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board."""
-        parity = seq & 1
+        parity = self._posts & 1
+        self._posts += 1
         if payload.nbytes:
             self._data[me][parity][: payload.nbytes] = payload
         self._fingerprints[me][parity][:] = fingerprint
@@ -119,15 +125,19 @@ class Board:
                 futex.wake(self._bell_address[member])
 
     def posted(self, member: int, seq: int) -> bool:
-        return self._heads[member][seq & 1][0] == seq + 1
+        heads = self._heads[member]
+        return heads[0][0] == seq + 1 or heads[1][0] == seq + 1
+
+    def _slot(self, member: int, seq: int) -> int:
+        return 0 if self._heads[member][0][0] == seq + 1 else 1
 
     def fingerprint(self, member: int, seq: int) -> bytes:
-        return bytes(self._fingerprints[member][seq & 1])
+        return bytes(self._fingerprints[member][self._slot(member, seq)])
 
     def data(self, member: int, seq: int) -> memoryview:
-        """The member's published bytes for call `seq` (valid until its call seq + 2)."""
-        parity = seq & 1
-        return self._data[member][parity][: self._heads[member][parity][1]]
+        """The member's published bytes for call `seq` (valid until the caller posts its next board call)."""
+        slot = self._slot(member, seq)
+        return self._data[member][slot][: self._heads[member][slot][1]]
 
     def wait(self, me: int, seq: int, spin: float, deadline: float, between) -> None:
         """Until every member has posted call `seq`: spin `spin` seconds, then sleep on our bell.

@@ -136,3 +136,26 @@ def test_ranks_on_different_hosts_run_direct_as_messages() -> None:
         assert cluster.run(board_in_use) == [False] * 3
     finally:
         cluster.close()
+
+
+def board_calls_between_messages_that_let_a_root_run_ahead() -> bool:
+    """A broadcast's root finishes as soon as its messages are queued and may post its next two board
+    calls before the others have read its last one: a slot must not be reused under them."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    ok = True
+    for round_ in range(30):
+        for root in range(n):
+            b = np.full(9, rank + round_, np.int64)
+            dist.broadcast(b, src=root, algorithm="binomial")
+            z = np.full(7, rank + root + round_, np.int64)
+            dist.reduce(z, dst=root, algorithm="direct")
+            w = np.full(3, rank, np.int64)
+            dist.all_reduce(w, algorithm="direct")
+            ok &= bool((b == root + round_).all()) and bool((w == sum(range(n))).all())
+            if rank == root:
+                ok &= bool((z == sum(q + root + round_ for q in range(n))).all())
+    return ok
+
+
+def test_a_root_running_ahead_through_message_calls_never_overwrites_a_slot_being_read(cluster) -> None:
+    assert all(cluster.run(board_calls_between_messages_that_let_a_root_run_ahead))
