@@ -52,7 +52,8 @@ class Tls:
             raise
         except ssl.SSLError as exc:
             wrapped.close()
-            raise AuthenticationError(f"TLS handshake refused: {exc.reason or exc}") from None
+            # The full text: a verification failure says why there ("self-signed certificate").
+            raise AuthenticationError(f"TLS handshake refused: {exc}") from None
         except BaseException:
             wrapped.close()
             raise
