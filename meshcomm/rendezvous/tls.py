@@ -27,6 +27,8 @@ from meshcomm.errors import AuthenticationError
 # Plaintext handed to OpenSSL per call; a write that would block must be
 # repeated with the same bytes, so the slice also bounds what is owed.
 _WRITE_SLICE = 1 << 20
+# How a handshake ends when the other side just went away, rather than refused.
+_CLOSED = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError)
 
 
 @dataclass(frozen=True)
@@ -47,15 +49,11 @@ class Tls:
         try:
             wrapped.settimeout(timeout)
             wrapped.do_handshake()
-        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError):
+        except BaseException as exc:
             wrapped.close()
-            raise
-        except ssl.SSLError as exc:
-            wrapped.close()
-            # The full text: a verification failure says why there ("self-signed certificate").
-            raise AuthenticationError(f"TLS handshake refused: {exc}") from None
-        except BaseException:
-            wrapped.close()
+            if isinstance(exc, ssl.SSLError) and not isinstance(exc, _CLOSED):
+                # The full text: a verification failure says why there ("self-signed certificate").
+                raise AuthenticationError(f"TLS handshake refused: {exc}") from None
             raise
         return wrapped
 

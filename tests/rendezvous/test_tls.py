@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -38,7 +39,7 @@ def test_tls_is_off_when_no_variable_is_set() -> None:
 def test_a_variable_set_alone_is_an_error_naming_it_and_its_path(monkeypatch, certs, variable) -> None:
     cert, _ = certs["job"]
     monkeypatch.setenv(variable, cert)
-    with pytest.raises(ValueError, match=f"{variable}={cert} is set but "):
+    with pytest.raises(ValueError, match=re.escape(f"{variable}={cert} is set but ")):
         tls.from_environment()
 
 
@@ -48,24 +49,25 @@ def test_an_unreadable_file_is_an_error_naming_the_variable_and_path(monkeypatch
         monkeypatch.setenv(name, value)
     missing = str(tmp_path / "missing.pem")
     monkeypatch.setenv(variable, missing)
-    with pytest.raises(ValueError, match=f"{variable}={missing} cannot be read: No such file"):
+    with pytest.raises(ValueError, match=re.escape(f"{variable}={missing} cannot be read: No such file")):
         tls.from_environment()
 
 
-def test_a_key_of_another_certificate_is_an_error_naming_both(monkeypatch, certs) -> None:
-    cert, _ = certs["job"]
-    _, other_key = certs["stranger"]
+@pytest.mark.parametrize(
+    "cert_file, key_file, problem",
+    [
+        (("job", 0), ("stranger", 1), "MESHCOMM_TLS_CERT={cert} and MESHCOMM_TLS_KEY={key} are not"),
+        (("job", 1), ("job", 1), "MESHCOMM_TLS_CERT={cert} holds no certificate"),
+    ],
+    ids=["key-of-another-certificate", "key-given-as-certificate"],
+)
+def test_files_that_are_not_a_certificate_and_its_key_are_errors_naming_them(
+    monkeypatch, certs, cert_file, key_file, problem
+) -> None:
+    cert, key = certs[cert_file[0]][cert_file[1]], certs[key_file[0]][key_file[1]]
     monkeypatch.setenv("MESHCOMM_TLS_CERT", cert)
-    monkeypatch.setenv("MESHCOMM_TLS_KEY", other_key)
-    with pytest.raises(ValueError, match=f"MESHCOMM_TLS_CERT={cert} and MESHCOMM_TLS_KEY={other_key} are not"):
-        tls.from_environment()
-
-
-def test_a_file_that_is_no_certificate_is_an_error_naming_it(monkeypatch, certs) -> None:
-    _, key = certs["job"]
-    monkeypatch.setenv("MESHCOMM_TLS_CERT", key)
     monkeypatch.setenv("MESHCOMM_TLS_KEY", key)
-    with pytest.raises(ValueError, match=f"MESHCOMM_TLS_CERT={key} holds no certificate"):
+    with pytest.raises(ValueError, match=re.escape(problem.format(cert=cert, key=key))):
         tls.from_environment()
 
 
