@@ -10,7 +10,10 @@ from meshcomm.cli import argtypes
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=argtypes.fixed_port, required=True, help="port to listen on")
-    parser.epilog = "The store authenticates clients with MESHCOMM_TOKEN; export the job's token first."
+    parser.epilog = (
+        "The store authenticates clients with MESHCOMM_TOKEN; export the job's token first. "
+        "With MESHCOMM_TLS_CERT and MESHCOMM_TLS_KEY set it speaks TLS, as the ranks must then too."
+    )
 
 
 def run(args: argparse.Namespace) -> int:

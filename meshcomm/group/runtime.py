@@ -16,7 +16,7 @@ from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutEr
 from meshcomm.group.group import Group
 from meshcomm.group import health
 from meshcomm.group.health import Monitor
-from meshcomm.rendezvous import auth
+from meshcomm.rendezvous import auth, tls
 from meshcomm.rendezvous.store import PrefixStore, Store
 from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport import header as wire
@@ -62,6 +62,7 @@ class Runtime:
             auth.job_token(),
             timeout,
             advertised_address(master_addr),
+            tls.from_environment(),
         )
         # Decided once: with MESHCOMM_TRACE unset nothing is wrapped and every
         # collective pays one `is None` check.

@@ -6,6 +6,9 @@ each `u32 length | bytes`; a response body is `u8 status` followed by
 arguments the same way. Blocking requests (GET, WAIT) carry their timeout;
 the server parks them and answers when the keys appear or the timeout passes,
 so one waiting client never holds up another.
+
+With MESHCOMM_TLS_CERT/KEY set, server and clients speak TLS (tls.py) and run
+the auth handshake inside it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import ipaddress
 import itertools
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -22,7 +26,7 @@ import warnings
 from collections.abc import Sequence
 
 from meshcomm.errors import AuthenticationError, CommTimeoutError, PeerLostError, RendezvousError
-from meshcomm.rendezvous import auth
+from meshcomm.rendezvous import auth, tls
 from meshcomm.rendezvous.store import (
     Store,
     add_result,
@@ -110,7 +114,7 @@ class _Parked:
 
 
 class _Conn:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket | tls.TlsStream) -> None:
         self.sock = sock
         self.inbuf = bytearray()
         self.outbuf = bytearray()
@@ -130,6 +134,7 @@ class StoreServer:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in [0, 65535], got {port!r}")
         self.token = auth.job_token() if token is None else token
+        self._tls = tls.from_environment()
         self._listener = _listen(host, port)
         self._listener.setblocking(False)
         bound = self._listener.getsockname()
@@ -149,7 +154,7 @@ class StoreServer:
         self._sel.register(self._listener, selectors.EVENT_READ, "listen")
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._lock = threading.Lock()
-        self._ready: list[socket.socket] = []
+        self._ready: list[socket.socket | tls.TlsStream] = []
         self._handshaking: dict[socket.socket, threading.Thread] = {}
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -273,6 +278,10 @@ class StoreServer:
         try:
             sock.setblocking(True)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                sock = self._wrap(sock)
+                sock.settimeout(HANDSHAKE_TIMEOUT)
+                sock.do_handshake()
             auth.handshake(sock, self.token, b"store", True, HANDSHAKE_TIMEOUT)
             sock.setblocking(False)
             ok = True
@@ -281,13 +290,26 @@ class StoreServer:
         with self._lock:
             del self._handshaking[sock]
             if ok and not self._closing:
-                self._ready.append(sock)
+                self._ready.append(sock if self._tls is None else tls.TlsStream(sock))
             else:
                 ok = False
         if ok:
             self._wake()
         else:
             sock.close()
+
+    def _wrap(self, sock: socket.socket) -> ssl.SSLSocket:
+        """The TLS socket replacing `sock` (which wrapping detaches), before its handshake.
+
+        It takes `sock`'s place among the handshakes in flight, so that
+        close() can still cut the handshake short.
+        """
+        with self._lock:
+            if self._closing:
+                raise OSError("the store is closing")
+            wrapped = self._tls.wrap(sock, server_side=True)
+            self._handshaking[wrapped] = self._handshaking.pop(sock)
+        return wrapped
 
     def _adopt_ready(self) -> None:
         try:
@@ -523,8 +545,9 @@ class TCPStore(Store):
         self.timeout = float(timeout)
         self.world_size = world_size
         self._token = auth.job_token() if token is None else token
+        self._tls = tls.from_environment()
         self._lock = threading.Lock()
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | ssl.SSLSocket | None = None
         self._closed = False
         self._server: StoreServer | None = None
         if is_master:
@@ -539,7 +562,7 @@ class TCPStore(Store):
                 self._server.close()
             raise
 
-    def _connect(self) -> socket.socket:
+    def _connect(self) -> socket.socket | ssl.SSLSocket:
         """Connect and authenticate, retrying until the deadline: the server may start after us."""
         where = f"{self.host}:{self.port}"
         deadline = time.monotonic() + self.timeout
@@ -560,17 +583,21 @@ class TCPStore(Store):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 # Wait for the server's greeting first: a connection closed before it
                 # (server starting, closing or busy) is worth retrying, while one closed
-                # after it means our token was refused.
+                # after it means our token was refused. Under TLS the server closes a
+                # connection it is too busy for before the TLS handshake completes.
                 sock.settimeout(min(remaining, HANDSHAKE_TIMEOUT))
-                if not sock.recv(1, socket.MSG_PEEK):
+                if self._tls is not None:
+                    sock = self._tls.handshake(sock, server_side=False, timeout=min(remaining, HANDSHAKE_TIMEOUT))
+                elif not sock.recv(1, socket.MSG_PEEK):
                     raise ConnectionResetError("the store closed the connection before greeting")
                 auth.handshake(sock, self._token, b"store", False, min(remaining, HANDSHAKE_TIMEOUT))
             except AuthenticationError as exc:
                 sock.close()
                 # A server that answered but refused us will refuse again; retrying only hides it.
+                shared = "MESHCOMM_TOKEN and TLS certificate authority" if self._tls else "MESHCOMM_TOKEN"
                 raise AuthenticationError(
                     f"the store at {where} refused the connection: {exc}; do all ranks and the store "
-                    "share the same MESHCOMM_TOKEN?"
+                    f"share the same {shared}?"
                 ) from None
             except OSError as exc:
                 sock.close()

@@ -26,6 +26,12 @@ shared-memory rings instead; their TCP connection stays open only so that a
 peer's death (the kernel closes its sockets) is noticed. A rank with nothing
 to do polls the rings briefly, then sleeps on its futex doorbell in slices of
 `_POLL_SLICE`, checking the sockets between slices.
+
+With MESHCOMM_TLS_CERT/KEY set (rendezvous/tls.py) every connection runs TLS,
+then the token handshake inside it. A rank learns which peers share its host
+only after connecting (LocalPeers), so the rule is simply every connection;
+a same-host peer's connection carries no data when shared memory is on, and
+with MESHCOMM_TRANSPORT=tcp its bytes are encrypted too.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from meshcomm.errors import (
 )
 from meshcomm import config
 from meshcomm.rendezvous import auth
+from meshcomm.rendezvous.tls import Tls, TlsStream
 from meshcomm.transport import header as wire
 from meshcomm.transport.handle import Handle
 from meshcomm.transport.local import LocalPeers
@@ -143,7 +150,7 @@ def _probe_when_silent(sock: socket.socket) -> None:
 class _Peer:
     __slots__ = ("rank", "sock", "channel", "shm", "sendq", "inbound", "lost", "writing")
 
-    def __init__(self, rank: int, sock: socket.socket) -> None:
+    def __init__(self, rank: int, sock: socket.socket | TlsStream) -> None:
         self.rank = rank
         self.sock = sock
         self.channel = sock  # where payload bytes go: the socket, or a shared-memory channel
@@ -157,11 +164,14 @@ class _Peer:
 class Transport:
     """Moves tagged byte buffers between the ranks of one job over TCP."""
 
-    def __init__(self, rank: int, world_size: int, store, token: bytes, timeout: float, address: str) -> None:
+    def __init__(
+        self, rank: int, world_size: int, store, token: bytes, timeout: float, address: str, tls: Tls | None = None
+    ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.timeout = timeout
         self._token = token
+        self._tls = tls
         self._lock = threading.RLock()  # matching state: posted receives, unexpected messages
         self._progress_lock = threading.Lock()  # one thread drives the sockets at a time
         self._peers: dict[int, _Peer] = {}
@@ -244,9 +254,14 @@ class Transport:
                 time.sleep(0.05)
                 continue
             try:
+                if self._tls is not None:
+                    sock = self._tls.handshake(sock, server_side=False, timeout=_HANDSHAKE_TIMEOUT)
                 auth.handshake(sock, self._token, b"data", is_server=False, timeout=_HANDSHAKE_TIMEOUT)
                 sock.sendall(_RANK.pack(self.rank))
-            except (AuthenticationError, OSError):
+            except AuthenticationError as exc:
+                sock.close()
+                raise AuthenticationError(f"rank {self.rank}: connection to rank {peer} at {host}:{port}: {exc}") from None
+            except OSError:
                 sock.close()
                 raise
             return sock
@@ -264,6 +279,8 @@ class Transport:
 
     def _admit(self, sock: socket.socket) -> None:
         try:
+            if self._tls is not None:
+                sock = self._tls.handshake(sock, server_side=True, timeout=_HANDSHAKE_TIMEOUT)
             auth.handshake(sock, self._token, b"data", is_server=True, timeout=_HANDSHAKE_TIMEOUT)
             sock.settimeout(_HANDSHAKE_TIMEOUT)
             raw = b""
@@ -293,9 +310,9 @@ class Transport:
                 pass
         sock.settimeout(None)
         sock.setblocking(False)
-        state = _Peer(peer, sock)
+        state = _Peer(peer, sock if self._tls is None else TlsStream(sock))
         self._peers[peer] = state
-        self._selector.register(sock, selectors.EVENT_READ, state)
+        self._selector.register(state.sock, selectors.EVENT_READ, state)
 
     # ----- posting operations
 
@@ -694,7 +711,10 @@ class Transport:
 
     def _read(self, state: _Peer, drain: bool = False) -> bool:
         """Take in what the channel holds now; True if any bytes came. A message
-        with no receive posted may stay in a shared-memory ring, unless `drain`."""
+        with no receive posted may stay in a shared-memory ring, unless `drain`.
+
+        A socket is read until it would block (or is lost), never less: a TLS
+        channel may hold decrypted bytes that select() will not report again."""
         inbound = state.inbound
         moved = False
         while state.lost is None:
@@ -896,7 +916,9 @@ class Transport:
         # message it would be read as payload, so that peer just sees us leave.
         head = state.sendq[0] if state.sendq else None
         half_sent = not state.shm and head is not None and (head[2] > 0 or head[1][0].nbytes != wire.HEADER_BYTES)
-        if state.lost is not None or half_sent:
+        # A TLS write that blocked part-way owes the rest of its bytes before any other.
+        owes = isinstance(state.sock, TlsStream) and state.sock.mid_write
+        if state.lost is not None or half_sent or owes:
             return
         try:
             state.sock.send(notice)
