@@ -23,6 +23,8 @@ from meshcomm.executor.reduce_ops import Combine
 from meshcomm.transport.buffers import byte_view
 
 
+# Bytes one member may publish on a group's board; larger `direct` calls go as messages.
+SLOT_BYTES = 64 << 10
 _NOTHING = memoryview(b"")
 
 
@@ -40,6 +42,12 @@ def published_count(problem: Problem, rank: int) -> int:
 def largest_post(problem: Problem) -> int:
     """The most elements any rank of `problem` publishes (every rank computes the same)."""
     return max(published_count(problem, r) for r in range(problem.nranks))
+
+
+def fits(problem: Problem, itemsize: int) -> bool:
+    """Whether the board can take this call (its group sharing memory aside)."""
+    return (problem.collective in COLLECTIVES and problem.nranks > 1
+            and largest_post(problem) * itemsize <= SLOT_BYTES)
 
 
 def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,

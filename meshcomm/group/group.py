@@ -28,9 +28,6 @@ from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
 
 
-# Bytes one member may publish on a group's board; larger `direct` calls go as messages.
-BOARD_SLOT_BYTES = 64 << 10
-
 
 @functools.lru_cache(maxsize=512)
 def _schedule(problem: Problem, rank: int, algorithm: str | None):
@@ -153,11 +150,11 @@ class Group:
 
     def _fits_board(self, problem: Problem, buffers: dict) -> bool:
         """Whether this call runs on the group's board; every member decides alike (same problem, same hosts)."""
-        if problem.collective not in board_executor.COLLECTIVES or self.size == 1:
+        if not board_executor.fits(problem, _itemsize(buffers)):
             return False
         if self._on_one_host is None:
             self._on_one_host = self.runtime.transport.shares_memory_with(self.ranks)
-        return self._on_one_host and board_executor.largest_post(problem) * _itemsize(buffers) <= BOARD_SLOT_BYTES
+        return self._on_one_host
 
     def _run_on_board(self, problem: Problem, seq: int, fingerprint: bytes, buffers: dict, combine,
                       timeout: float) -> None:
@@ -167,7 +164,7 @@ class Group:
             # Made at the group's first board call, which every member makes (same seq, same decision).
             digest = hashlib.sha256(repr(self.ranks).encode()).hexdigest()[:16]
             self._board = Board.join(PrefixStore("meshcomm/board", self.runtime.store), f"{self.group_id}/{digest}",
-                                     self.rank, self.size, BOARD_SLOT_BYTES, transport.job, timeout)
+                                     self.rank, self.size, board_executor.SLOT_BYTES, transport.job, timeout)
         others = [r for r in self.ranks if r != self.runtime.rank]
         trace = self.runtime.trace
         start = trace.now() if trace is not None else 0

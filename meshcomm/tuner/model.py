@@ -12,7 +12,11 @@ TCP. Times are seconds, rates seconds per byte:
   (argument checks, the schedule lookup); it never changes which algorithm wins;
 - crowded_alpha: a same-host message's fixed cost when the host runs more
   ranks than it has cores: the receiver must first be scheduled, not just
-  woken, which costs several times alpha (measured, not derived from it).
+  woken, which costs several times alpha (measured, not derived from it);
+- board: the whole fixed cost of a small `direct` call on a group's
+  shared-memory board (meshcomm/transport/board.py), its per-call work
+  included: one synchronisation instead of messages. Files written before it
+  existed get the default.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class Parameters:
     copy: float
     call: float
     crowded_alpha: float
+    board: float = 20e-6
     source: str = field(default="built-in defaults", compare=False)
 
     def link(self, link_class: str) -> Link:
@@ -69,6 +74,8 @@ class Parameters:
                 raise ValueError(f"tuning file {source}: {name} must be an object with alpha and beta")
             links[name] = Link(_rate(entry, "alpha", f"{source}: {name}"), _rate(entry, "beta", f"{source}: {name}"))
         scalars = {name: _rate(raw, name, source) for name in ("gamma", "copy", "call", "crowded_alpha")}
+        if "board" in raw:
+            scalars["board"] = _rate(raw, "board", source)
         return cls(**links, **scalars, source=source)
 
 

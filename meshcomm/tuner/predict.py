@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import Copy, Recv, RecvReduce, Reduce, Schedule, Send
+from meshcomm.tuner.board import board_time, runs_on_board
 from meshcomm.tuner.model import Parameters
 
 
@@ -43,6 +44,8 @@ def predict(problem: Problem, algorithm: str, itemsize: int, parameters: Paramet
     hosts[r] labels rank r's host (ranks with equal labels are "same_host";
     None: all on one host); cores is the number of cores of each host.
     """
+    if runs_on_board(problem, algorithm, itemsize, hosts):
+        return board_time(problem, itemsize, parameters, cores)
     schedules = [get_schedule(problem, rank, algorithm) for rank in range(problem.nranks)]
     return replay(schedules, itemsize, parameters, hosts, cores)
 

@@ -7,7 +7,7 @@ import pytest
 
 import meshcomm as dist
 from meshcomm import ReduceOp
-from meshcomm.group.group import BOARD_SLOT_BYTES
+from meshcomm.executor.board import SLOT_BYTES as BOARD_SLOT_BYTES
 from tests.cluster import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board

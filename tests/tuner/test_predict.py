@@ -14,8 +14,9 @@ from meshcomm.tuner.predict import predict, replay
 def params(alpha: float = 0.0, beta: float = 0.0, gamma: float = 0.0, copy: float = 0.0,
            other: Link | None = None, crowded_alpha: float | None = None) -> Parameters:
     same = Link(alpha, beta)
+    # The board never wins here: these tests are about messages (test_board_cost.py prices the board).
     return Parameters(same_host=same, other_host=other or same, gamma=gamma, copy=copy, call=0.0,
-                      crowded_alpha=alpha if crowded_alpha is None else crowded_alpha)
+                      crowded_alpha=alpha if crowded_alpha is None else crowded_alpha, board=float("inf"))
 
 
 LATENCY_ONLY = params(alpha=1.0)
