@@ -10,6 +10,7 @@ from __future__ import annotations
 from meshcomm.api.state import group_peer, resolve_group
 from meshcomm.api.tensors import as_buffer
 from meshcomm.errors import CommTimeoutError
+from meshcomm.trace.flight_recorder import STARTED_STATE, STATE, FlightRecorder
 from meshcomm.transport.buffers import byte_view as _bytes
 from meshcomm.transport.header import KIND_P2P, Key
 
@@ -24,6 +25,8 @@ class P2PWork:
         self._group = group
         self._finish = finish
         self._finished = False
+        self._recorded = group.runtime.recorder.start_p2p(group.group_name, f"{self.description}, {handle.nbytes} B",
+                                                          peer)
 
     @property
     def description(self) -> str:
@@ -34,15 +37,24 @@ class P2PWork:
         try:
             self._transport.wait([self._handle], timeout=self._group.timeout if timeout is None else timeout)
         except CommTimeoutError as exc:
-            raise CommTimeoutError(f"{self.description} in group {self._group.group_name!r}: {exc}") from None
+            error = CommTimeoutError(f"{self.description} in group {self._group.group_name!r}: {exc}")
+            FlightRecorder.finish(self._recorded, error)
+            raise error from None
+        except Exception as exc:
+            FlightRecorder.finish(self._recorded, exc)
+            raise
         if not self._finished:
             self._finished = True
+            FlightRecorder.finish(self._recorded)
             if self._finish is not None:
                 self._finish()
         return True
 
     def is_completed(self) -> bool:
-        return self._transport.test(self._handle)
+        done = self._transport.test(self._handle)
+        if done and self._recorded[STATE] == STARTED_STATE:
+            FlightRecorder.finish(self._recorded, self._handle.error)
+        return done
 
     def is_success(self) -> bool:
         return self.is_completed() and self._handle.error is None

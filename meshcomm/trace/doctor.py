@@ -10,6 +10,11 @@ up by (group, sequence number). Two findings matter, in this order:
   that never started the operation the others are in) is where the job got
   stuck; the rank furthest behind is named first.
 
+Point-to-point operations are not numbered alike across ranks, so they stay
+out of that comparison; a send or receive still unfinished at the dump is
+listed after the findings above (a receive nobody sends to hangs like a
+collective a rank skipped).
+
 A rank without a dump is reported too: it died (SIGKILL leaves nothing) or was
 never asked to dump.
 """
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 
 @dataclass
 class Finding:
-    kind: str  # "diverged" | "stalled" | "missing"
+    kind: str  # "diverged" | "stalled" | "missing" | "p2p pending"
     ranks: list
     text: str
 
@@ -48,7 +53,8 @@ def _by_group(dumps: dict[int, dict]) -> dict[str, dict[int, dict[int, dict]]]:
     groups: dict[str, dict[int, dict[int, dict]]] = collections.defaultdict(dict)
     for rank, dump in dumps.items():
         for op in dump["operations"]:
-            groups[op["group"]].setdefault(rank, {})[op["seq"]] = op
+            if op.get("kind") != "p2p":
+                groups[op["group"]].setdefault(rank, {})[op["seq"]] = op
     return groups
 
 
@@ -61,7 +67,12 @@ def diagnose(dumps: dict[int, dict]) -> list[Finding]:
     for group, ranks in sorted(_by_group(dumps).items()):
         findings.extend(_divergence(group, ranks))
         findings.extend(_stall(group, ranks))
-    order = {"diverged": 0, "stalled": 1, "missing": 2}
+    for rank, dump in sorted(dumps.items()):
+        for op in dump["operations"]:
+            if op.get("kind") == "p2p" and op["state"] == "started":
+                findings.append(Finding("p2p pending", [rank], f"rank {rank}: {op['call']} in group {op['group']!r} "
+                                                               f"had not completed"))
+    order = {"diverged": 0, "stalled": 1, "missing": 2, "p2p pending": 3}
     return sorted(findings, key=lambda f: order[f.kind])
 
 

@@ -1,10 +1,13 @@
-"""The flight recorder: a small ring of this rank's recent collectives, dumped when something goes wrong.
+"""The flight recorder: a small ring of this rank's recent operations, dumped when something goes wrong.
 
 Recording must cost next to nothing on an 8-byte all_reduce (about 65 µs in
 all), so an entry is a plain list appended to a bounded deque and updated in
 place when the operation ends; nothing is formatted until a dump. The
 fingerprint (collective, dtype, op, root, count) is kept as its 16 bytes and
-decoded only when written out.
+decoded only when written out. Point-to-point operations are recorded too
+(kind "p2p", their words in place of a fingerprint, no sequence number:
+they are not numbered alike on every rank), so a dump shows a receive that
+never completed.
 
 A dump is one JSON file per rank, `rank<N>.json` in MESHCOMM_DUMP_DIR, written
 on a timeout, on a lost peer and on SIGUSR1; `meshcomm doctor DIR` lines the
@@ -58,6 +61,12 @@ class FlightRecorder:
         self.latest[group] = entry
         return entry
 
+    def start_p2p(self, group: str, words: str, peer: int | None) -> list:
+        """A send or receive: `words` says what ("send 4096 B to rank 1, tag 0")."""
+        entry = [group, None, words, "p2p", () if peer is None else (peer,), STARTED_STATE, time.time(), None, None]
+        self.entries.append(entry)
+        return entry
+
     @staticmethod
     def finish(entry: list, error: BaseException | None = None) -> None:
         entry[ENDED] = time.time()
@@ -94,13 +103,17 @@ class FlightRecorder:
 
 def describe(entry: list) -> dict:
     """An entry as JSON-ready fields, the fingerprint spelled out."""
-    fields = fp.fields(entry[FINGERPRINT])
+    what = entry[FINGERPRINT]
+    if isinstance(what, str):  # a point-to-point operation's words
+        fields, call = {"kind": "p2p"}, what
+    else:
+        fields, call = {"kind": "collective", **fp.fields(what)}, fp.describe(what)
     ended = entry[ENDED]
     return {
         "group": entry[GROUP],
         "seq": entry[SEQ],
         **fields,
-        "call": fp.describe(entry[FINGERPRINT]),
+        "call": call,
         "algorithm": entry[ALGORITHM],
         "peers": list(entry[PEERS]),
         "state": entry[STATE],

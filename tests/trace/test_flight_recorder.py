@@ -44,3 +44,45 @@ def test_a_later_dump_keeps_the_earlier_reason(tmp_path) -> None:
     path = recorder.dump("asked by another rank", str(tmp_path))
     assert json.loads(Path(path).read_text())["reason"] == "timeout at seq 4; then asked by another rank"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.json"]
+
+
+def p2p_then_a_receive_nobody_answers(directory: str) -> list:
+    """Rank 0 sends rank 1 one message; rank 1 then waits (briefly) for a second that never comes."""
+    import numpy as np
+
+    import meshcomm as dist
+    from meshcomm.api.state import runtime
+
+    rank = dist.get_rank()
+    if rank == 0:
+        dist.send(np.arange(4, dtype=np.int32), dst=1, tag=3)
+    elif rank == 1:
+        dist.recv(np.zeros(4, np.int32), src=0, tag=3)
+        work = dist.irecv(np.zeros(2, np.int64), src=0, tag=9)
+        try:
+            work.wait(timeout=0.2)
+        except CommTimeoutError:
+            pass
+        dist.irecv(np.zeros(1, np.int8), src=0, tag=10)  # posted, never waited for, never sent
+    dist.barrier()
+    runtime().recorder.dump("test", directory)
+    with open(Path(directory) / f"rank{rank}.json") as dump:
+        return [(op["kind"], op["call"], op["state"]) for op in json.load(dump)["operations"]]
+
+
+def test_point_to_point_operations_are_recorded_and_an_unfinished_receive_is_reported(tmp_path) -> None:
+    from meshcomm.trace import doctor
+    from tests.cluster import Cluster
+
+    cluster = Cluster(2)  # its own: the receive left posted must not take a later test's message
+    try:
+        ops = cluster.run(p2p_then_a_receive_nobody_answers, str(tmp_path))
+    finally:
+        cluster.close()
+    assert ("p2p", "isend to rank 1 (tag 3), 16 B", "done") in ops[0]
+    assert ("p2p", "irecv from rank 0 (tag 3), 16 B", "done") in ops[1]
+    assert ("p2p", "irecv from rank 0 (tag 9), 16 B", "failed") in ops[1]
+    assert ("p2p", "irecv from rank 0 (tag 10), 1 B", "started") in ops[1]
+    findings = doctor.diagnose(doctor.load(str(tmp_path)))
+    assert [(f.kind, f.ranks) for f in findings] == [("p2p pending", [1])]
+    assert "irecv from rank 0 (tag 10)" in findings[0].text
