@@ -13,19 +13,6 @@ Cost: 1 communication step for every collective (2 steps where a reduction
 follows); the latency is one message's, the bytes are the most any
 algorithm sends (each rank gets every contribution it needs whole), so
 these are for small messages.
-
-- all_reduce: send the input to every peer; gather all n inputs in scratch,
-  then reduce them in rank order into the output. Cost: 1 step + 1 local
-  step; each rank sends and receives (n - 1) m elements and reduces
-  (n - 1) m; scratch n m.
-- reduce: the same towards the root only; the root receives (n - 1) m.
-- broadcast: the root sends its buffer to every rank; (n - 1) m leave the root.
-- all_gather: each rank sends its block to every peer, receiving into the output.
-- reduce_scatter: each rank sends block j of its input to rank j; rank j
-  reduces the n blocks in rank order. Each rank sends T - counts[r], receives
-  (n - 1) counts[r], reduces (n - 1) counts[r].
-- all_to_all: every exchange at once (the scattered exchange without a throttle).
-- barrier: an empty message from every rank to every rank: 1 step, n (n - 1) messages.
 """
 
 from __future__ import annotations
@@ -54,6 +41,14 @@ def _reduce_in_rank_order(builder: StepBuilder, n: int, count: int, out_offset: 
 
 
 def all_reduce(problem: Problem, rank: int) -> Schedule:
+    """Direct all-reduce: every rank sends its input to every peer, then reduces all n inputs in rank order.
+
+    The inputs are gathered in scratch (n m elements) and combined rank 0's
+    first, so every rank computes the same bits. Cost: 1 step plus 1 local
+    step of reduction (2 steps); each rank sends and receives (n - 1) m
+    elements and reduces (n - 1) m. On one host, small calls run on the
+    group's board: one synchronisation for the whole call.
+    """
     single = _start(problem, rank, "all_reduce")
     if single is not None:
         return single
@@ -68,6 +63,12 @@ def all_reduce(problem: Problem, rank: int) -> Schedule:
 
 
 def reduce(problem: Problem, rank: int) -> Schedule:
+    """Direct reduce: every rank sends its input to the root, which reduces all n in rank order.
+
+    Cost: 1 step plus the root's local reduction (2 steps); the root
+    receives (n - 1) m elements in n - 1 messages and reduces (n - 1) m;
+    scratch n m at the root.
+    """
     single = _start(problem, rank, "reduce")
     if single is not None:
         return single
@@ -84,6 +85,11 @@ def reduce(problem: Problem, rank: int) -> Schedule:
 
 
 def broadcast(problem: Problem, rank: int) -> Schedule:
+    """Direct broadcast: the root sends its buffer to every other rank at once.
+
+    Cost: 1 step (the fewest steps possible); (n - 1) m elements leave the root in n - 1 messages,
+    each other rank receives m; nothing is reduced.
+    """
     single = _start(problem, rank, "broadcast")
     if single is not None:
         return single
@@ -99,6 +105,11 @@ def broadcast(problem: Problem, rank: int) -> Schedule:
 
 
 def all_gather(problem: Problem, rank: int) -> Schedule:
+    """Direct all-gather: every rank sends its block to every peer, receiving theirs into the output.
+
+    Cost: 1 step (the fewest steps possible); rank r sends (n - 1) counts[r] elements and receives
+    T - counts[r]; nothing is reduced.
+    """
     single = _start(problem, rank, "all_gather")
     if single is not None:
         return single
@@ -112,6 +123,12 @@ def all_gather(problem: Problem, rank: int) -> Schedule:
 
 
 def reduce_scatter(problem: Problem, rank: int) -> Schedule:
+    """Direct reduce-scatter: rank r sends block j of its input to rank j; each reduces its n blocks in rank order.
+
+    Cost: 1 step plus 1 local step of reduction (2 steps); rank r sends
+    T - counts[r] elements, receives and reduces (n - 1) counts[r]; scratch
+    n counts[r].
+    """
     single = _start(problem, rank, "reduce_scatter")
     if single is not None:
         return single
@@ -127,6 +144,11 @@ def reduce_scatter(problem: Problem, rank: int) -> Schedule:
 
 
 def all_to_all(problem: Problem, rank: int) -> Schedule:
+    """Direct all-to-all: every exchange at once (the scattered exchange without a throttle).
+
+    Cost: 1 step (the fewest steps possible); rank r sends its row minus its own block and receives its
+    column minus its own block, in n - 1 messages each way; nothing is reduced.
+    """
     single = _start(problem, rank, "all_to_all")
     if single is not None:
         return single
@@ -143,6 +165,11 @@ def all_to_all(problem: Problem, rank: int) -> Schedule:
 
 
 def barrier(problem: Problem, rank: int) -> Schedule:
+    """Direct barrier: an empty message from every rank to every other rank.
+
+    Cost: 1 step (the fewest steps possible); n - 1 empty messages sent and received per rank,
+    n (n - 1) in all (on one host: one synchronisation on the board).
+    """
     single = _start(problem, rank, "barrier")
     if single is not None:
         return single
