@@ -52,7 +52,7 @@ def fits(problem: Problem, itemsize: int) -> bool:
 
 def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
         timeout: float, spin: float, between, group_name: str, peers: list[int]) -> None:
-    """One collective on the board; `between()` raises when a peer is lost or the call is given up.
+    """One collective on the board; `between(missing)` raises when a missing member is lost or the call is given up.
 
     `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
     source = buffers.get("input")

@@ -165,12 +165,12 @@ class Group:
             digest = hashlib.sha256(repr(self.ranks).encode()).hexdigest()[:16]
             self._board = Board.join(PrefixStore("meshcomm/board", self.runtime.store), f"{self.group_id}/{digest}",
                                      self.rank, self.size, board_executor.SLOT_BYTES, transport.job, timeout)
-        others = [r for r in self.ranks if r != self.runtime.rank]
         trace = self.runtime.trace
         start = trace.now() if trace is not None else 0
         board_executor.run(self._board, problem, self.rank, seq, fingerprint, buffers, combine,
                            timeout, transport.spin_seconds,
-                           lambda: transport.check_call(others, self.group_id, seq), self.group_name,
+                           lambda missing: transport.check_call([self.ranks[m] for m in missing], self.group_id, seq),
+                           self.group_name,
                            list(self.ranks))
         if trace is not None:
             trace.complete("collective", problem.collective, start, trace.now(),

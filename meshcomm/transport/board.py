@@ -142,7 +142,9 @@ class Board:
     def wait(self, me: int, seq: int, spin: float, deadline: float, between) -> None:
         """Until every member has posted call `seq`: spin `spin` seconds, then sleep on our bell.
 
-        `between()` runs before every sleep: it raises when waiting is pointless (a member is lost, the job aborted). Past
+        `between(missing)` runs before every sleep, given the members still
+        missing: it raises when waiting is pointless (one of them is lost, the
+        job aborted). Past
         `deadline` a TimeoutError names the members that have not posted.
         """
         missing = [m for m in range(self.nmembers) if m != me and not self.posted(m, seq)]
@@ -153,7 +155,9 @@ class Board:
             missing = [m for m in missing if not self.posted(m, seq)]
         words = self._control[me]
         while missing:
-            between()
+            # Only members still missing matter: one that posted and then left (its
+            # program ended) is no reason to fail this call.
+            between(missing)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"members {missing} of the board had not posted")
