@@ -38,6 +38,17 @@ def published_count(problem: Problem, rank: int) -> int:
     return problem.input_count(rank)
 
 
+@functools.lru_cache(maxsize=1024)
+def read_from(problem: Problem, rank: int) -> tuple[int, ...]:
+    """The members whose slots `rank` reads (and so waits for): everyone, or just the root, or nobody."""
+    c, n, root = problem.collective, problem.nranks, problem.root
+    if c == "broadcast":
+        return () if rank == root else (root,)
+    if c == "reduce" and rank != root:
+        return ()
+    return tuple(m for m in range(n) if m != rank)
+
+
 @functools.lru_cache(maxsize=256)
 def largest_post(problem: Problem) -> int:
     """The most elements any rank of `problem` publishes (every rank computes the same)."""
@@ -57,7 +68,7 @@ def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers:
     `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
     source = buffers.get("input")
     count = published_count(problem, me)
-    board.post(me, seq, fingerprint, byte_view(source[:count]) if count else _NOTHING)
+    deadline = time.monotonic() + timeout
 
     def mismatch(member: int, theirs: bytes, how: str) -> CollectiveMismatchError:
         called = f"called {fp.describe(theirs)}" if theirs != fingerprint else "ran it with another algorithm"
@@ -66,8 +77,10 @@ def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers:
             f"on the group's shared-memory board but rank {member} {called}{how}"
         )
 
+    read = read_from(problem, me)
     try:
-        board.wait(me, seq, spin, time.monotonic() + timeout, between)
+        board.post(me, seq, fingerprint, byte_view(source[:count]) if count else _NOTHING, spin, deadline, between)
+        board.wait(me, seq, read, spin, deadline, between)
     except TimeoutError as exc:
         raise CommTimeoutError(
             f"{fp.describe(fingerprint)} seq {seq} in group {group_name!r}, on the group's shared-memory board, "
@@ -77,7 +90,7 @@ def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers:
         if getattr(exc, "from_notice", False) or getattr(exc, "theirs", None) is None:
             raise
         raise mismatch(peers.index(exc.peer), exc.theirs, " as messages") from None
-    for member in range(problem.nranks):
+    for member in read:
         theirs = board.fingerprint(member, seq)
         if theirs != fingerprint:
             raise mismatch(member, theirs, "")

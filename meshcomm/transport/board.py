@@ -15,12 +15,12 @@ number + 1, written last to publish the slot; the byte count; the
 collective's fingerprint) and `slot_bytes` of data. Readers look for a call
 in both slots by its sequence number.
 
-Why two slots are enough: a member reads the slots of one board call before
-it posts its next, and a member reuses a slot (its board call b + 2) only
-after it has seen every member's post of its board call b + 1, so nobody
-still reads a slot when it is reused. The group's other calls, which go as
-messages, do not count: counting sequence numbers instead would let a rank
-whose messages need no answer (a broadcast's root) run two calls ahead.
+A member waits only for the members whose slots it reads (a broadcast's
+root reads none, so it does not wait, as with messages). Two slots are
+enough because a member reads the slots of one board call before it posts
+its next, and a member reuses a slot (its board call b + 2) only once every
+member has posted board call b + 1: nobody still reads a slot when it is
+reused. The group's other calls, which go as messages, do not count.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class Board:
             self._fingerprints.append(prints)
             self._data.append(data)
         self._posts = 0  # this member's board calls so far: which of its slots the next one takes
+        self._previous: int | None = None  # the sequence number of its last board call
 
     @classmethod
     def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float) -> "Board":
@@ -109,8 +110,25 @@ class Board:
 
     # ----- one call
 
-    def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview) -> None:
-        """Publish this member's contribution to call `seq` and wake the members asleep on the board."""
+    def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
+             between) -> None:
+        """Publish this member's contribution to call `seq` and wake the members asleep on the board.
+
+        The slot taken last held this member's board call before the previous
+        one; every member reads that before it posts the previous call, so
+        once all have posted the previous call (usually long done) the slot
+        is free. A member that reads nothing (a broadcast's root) may get
+        that far ahead of the others, no further.
+        """
+        if self._previous is not None:
+            newer = self._previous + 1  # heads hold seq + 1
+
+            def caught_up(member: int) -> bool:
+                heads = self._heads[member]
+                return max(heads[0][0], heads[1][0]) >= newer
+
+            self._wait(me, caught_up, spin, deadline, between)
+        self._previous = seq
         parity = self._posts & 1
         self._posts += 1
         if payload.nbytes:
@@ -139,20 +157,24 @@ class Board:
         slot = self._slot(member, seq)
         return self._data[member][slot][: self._heads[member][slot][1]]
 
-    def wait(self, me: int, seq: int, spin: float, deadline: float, between) -> None:
-        """Until every member has posted call `seq`: spin `spin` seconds, then sleep on our bell.
+    def wait(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
+        """Until each of `members` has posted call `seq`: spin `spin` seconds, then sleep on our bell.
 
         `between(missing)` runs before every sleep, given the members still
         missing: it raises when waiting is pointless (one of them is lost, the
-        job aborted). Past
-        `deadline` a TimeoutError names the members that have not posted.
+        job aborted). Past `deadline` a TimeoutError names the members that
+        have not posted.
         """
-        missing = [m for m in range(self.nmembers) if m != me and not self.posted(m, seq)]
+        self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
+
+    def _wait(self, me: int, ready, spin: float, deadline: float, between, members=None) -> None:
+        candidates = range(self.nmembers) if members is None else members
+        missing = [m for m in candidates if m != me and not ready(m)]
         if not missing:
             return
         end = time.perf_counter() + spin
         while missing and time.perf_counter() < end:
-            missing = [m for m in missing if not self.posted(m, seq)]
+            missing = [m for m in missing if not ready(m)]
         words = self._control[me]
         while missing:
             # Only members still missing matter: one that posted and then left (its
@@ -166,12 +188,12 @@ class Board:
             try:
                 # Checked again after announcing the sleep: a member that posted
                 # before seeing the flag has already published, so we do not sleep.
-                missing = [m for m in missing if not self.posted(m, seq)]
+                missing = [m for m in missing if not ready(m)]
                 if missing:
                     futex.wait(self._bell_address[me], seen, min(remaining, _SLEEP_SLICE))
             finally:
                 words[_SLEEPING] = 0
-            missing = [m for m in missing if not self.posted(m, seq)]
+            missing = [m for m in missing if not ready(m)]
 
     def close(self) -> None:
         views = [self._view, *self._control]

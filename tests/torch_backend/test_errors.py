@@ -46,5 +46,7 @@ def test_peer_that_never_arrives_times_out_with_the_groups_timeout(outcome):
 
 def test_peer_lost_during_ddp_backward_raises_there(outcome):
     kind, message = outcome[0]["ddp_backward_peer_lost"]
-    assert kind == "RuntimeError"
-    assert "PeerLostError" in message and "rank 1" in message
+    # Raised from a Work torch waits on in C++ (a RuntimeError wrapping it), or, when the forward's
+    # bucket-index broadcast on the board already finds rank 1 gone, as itself.
+    assert kind == "PeerLostError" or (kind == "RuntimeError" and "PeerLostError" in message)
+    assert "connection to rank 1" in message
