@@ -12,7 +12,10 @@ TCP. Times are seconds, rates seconds per byte:
   (argument checks, the schedule lookup); it never changes which algorithm wins;
 - crowded_alpha: a same-host message's fixed cost when the host runs more
   ranks than it has cores: the receiver must first be scheduled, not just
-  woken, which costs several times alpha (measured, not derived from it).
+  woken, which costs several times alpha (measured, not derived from it);
+- choices (optional, `meshcomm tune --choices`): the fastest algorithm measured
+  per collective, group size and payload (tuner/table.py); files without it,
+  written before it existed, load with none.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 from dataclasses import asdict, dataclass, field
 
 from meshcomm import config
+from meshcomm.tuner import table
 
 SAME_HOST = "same_host"
 OTHER_HOST = "other_host"
@@ -43,13 +47,16 @@ class Parameters:
     copy: float
     call: float
     crowded_alpha: float
+    choices: tuple[table.Measured, ...] = ()
     source: str = field(default="built-in defaults", compare=False)
 
     def link(self, link_class: str) -> Link:
         return self.same_host if link_class == SAME_HOST else self.other_host
 
     def to_json(self) -> str:
-        raw = {"format": FORMAT, **{k: v for k, v in asdict(self).items() if k != "source"}}
+        raw = {"format": FORMAT, **{k: v for k, v in asdict(self).items() if k not in ("source", "choices")}}
+        if self.choices:
+            raw["choices"] = table.to_raw(self.choices)
         return json.dumps(raw, indent=2) + "\n"
 
     @classmethod
@@ -69,7 +76,8 @@ class Parameters:
                 raise ValueError(f"tuning file {source}: {name} must be an object with alpha and beta")
             links[name] = Link(_rate(entry, "alpha", f"{source}: {name}"), _rate(entry, "beta", f"{source}: {name}"))
         scalars = {name: _rate(raw, name, source) for name in ("gamma", "copy", "call", "crowded_alpha")}
-        return cls(**links, **scalars, source=source)
+        choices = table.from_raw(raw["choices"], source) if "choices" in raw else ()
+        return cls(**links, **scalars, choices=choices, source=source)
 
 
 def _rate(raw: dict, name: str, where: str) -> float:
