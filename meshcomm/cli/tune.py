@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the model (a few minutes; default: none, the model decides)")
     parser.add_argument("--choice-sizes", type=_sizes, default=CHOICE_SIZES, metavar="SIZES",
                         help=f"the sizes --choices times, as `meshcomm bench --sizes` (default {CHOICE_SIZES})")
+    parser.add_argument("--choice-runs", type=argtypes.positive_int, default=2, metavar="N",
+                        help="interleaved runs of --choices; each algorithm keeps its fastest (default 2)")
 
 
 def _group_sizes(text: str) -> list[int]:
@@ -97,25 +99,36 @@ def _bench(spec, nproc: int) -> list[dict]:
     return records
 
 
-def _measure_choices(group_sizes: list[int], sizes: list[int], budget: float) -> tuple:
-    """Every algorithm of each benchmarked collective timed on each group size: the fastest per point."""
+def _measure_choices(group_sizes: list[int], sizes: list[int], runs: int, budget: float) -> tuple:
+    """Every algorithm of each benchmarked collective timed on each group size: the fastest per point.
+
+    The runs are interleaved, so a busy minute of the machine falls on several
+    algorithms instead of all runs of one; each algorithm keeps its best run
+    (other load only ever adds time), pooled with its twins' (tuner/twins.py).
+    """
     from meshcomm.algorithms import ALGORITHMS
     from meshcomm.bench.sizes import COLLECTIVES, problem
     from meshcomm.bench.worker import Spec
     from meshcomm.tuner.table import fastest
+    from meshcomm.tuner.twins import pooled, twins
 
-    seconds: dict = {}
-    for nranks in group_sizes:
-        for collective in (c for c in COLLECTIVES if c in ALGORITHMS):
-            for algorithm in ALGORITHMS[collective]:
-                print(f"meshcomm tune: choices on {nranks} ranks: {collective} {algorithm} ...", file=sys.stderr)
-                spec = Spec(colls=[collective], sizes=sizes, algos={collective: algorithm}, budget=budget)
-                with _environment({}):
-                    records = _bench(spec, nranks)
-                for record in records:
-                    payload = problem(collective, record["bytes"], nranks, ITEMSIZE).payload_elements() * ITEMSIZE
-                    seconds.setdefault((collective, nranks, payload), {})[algorithm] = record["time_us"] / 1e6
-    return fastest(seconds)
+    samples: dict = {}
+    problems = {}
+    for run in range(runs):
+        for nranks in group_sizes:
+            for collective in (c for c in COLLECTIVES if c in ALGORITHMS):
+                for algorithm in ALGORITHMS[collective]:
+                    print(f"meshcomm tune: choices, run {run + 1}/{runs}, {nranks} ranks: {collective} {algorithm} ...",
+                          file=sys.stderr)
+                    spec = Spec(colls=[collective], sizes=sizes, algos={collective: algorithm}, budget=budget)
+                    with _environment({}):
+                        records = _bench(spec, nranks)
+                    for record in records:
+                        measured = problem(collective, record["bytes"], nranks, ITEMSIZE)
+                        point = (collective, nranks, measured.payload_elements() * ITEMSIZE)
+                        problems[point] = measured
+                        samples.setdefault(point, {}).setdefault(algorithm, []).append(record["time_us"] / 1e6)
+    return fastest({point: pooled(times, twins(problems[point]), min) for point, times in samples.items()})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -163,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
             predicted(problem, replace(parameters, crowded_alpha=1.0))))
         crowded = f"from an 8 B all_reduce on {crowd} ranks: {crowd_measured * 1e6:.1f} µs"
     if args.choices:
-        parameters = replace(parameters, choices=_measure_choices(args.choices, args.choice_sizes, args.budget))
+        parameters = replace(parameters, choices=_measure_choices(args.choices, args.choice_sizes, args.choice_runs,
+                                                                      args.budget))
     model.save(parameters, args.output)
 
     for link_class, (meaning, _) in LINK_JOBS.items():
