@@ -152,6 +152,7 @@ def main() -> int:
           "| best measured | best µs | auto/best | stop-gap rule/best |")
     print("|---:|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|")
     ratios, old_ratios, own_ratios = [], [], []
+    within_by_ranks: dict[int, list[bool]] = {}
     for n in ranks:
         chooser = Chooser(parameters, n, cores=cores)
         for coll in colls:
@@ -167,6 +168,7 @@ def main() -> int:
                 ratio = point[auto]["measured_us"] / point[best]["measured_us"]
                 old_ratio = point[old]["measured_us"] / point[best]["measured_us"]
                 ratios.append(ratio)
+                within_by_ranks.setdefault(n, []).append(ratio <= 1.10)
                 own_ratios.append(point[auto]["own_us"] / min(r["own_us"] for r in point.values()))
                 old_ratios.append(old_ratio)
                 a = point[auto]
@@ -190,6 +192,8 @@ def main() -> int:
           f"max {max(ratios):.2f}, within 10%: {sum(r <= 1.10 for r in ratios)}; "
           f"stop-gap rule/best: median {statistics.median(old_ratios):.2f}, max {max(old_ratios):.2f}, "
           f"within 10%: {sum(r <= 1.10 for r in old_ratios)}")
+    print("auto within 10% of best by ranks: " + ", ".join(f"{n}: {sum(w)}/{len(w)}"
+                                                            for n, w in within_by_ranks.items()))
     print(f"the same without pooling twins (each algorithm's own runs only): median "
           f"{statistics.median(own_ratios):.2f}, max {max(own_ratios):.2f}, "
           f"within 10%: {sum(r <= 1.10 for r in own_ratios)}")
