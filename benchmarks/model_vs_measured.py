@@ -8,13 +8,22 @@ For each rank count, collective and algorithm it runs one `meshcomm bench`
 job over the sizes (the algorithm named with --algo), `--runs` times,
 interleaved run by run, and takes each point's median over runs. The model
 predicts the same problems with the parameters of MESHCOMM_TUNING (built-in
-defaults when unset). It prints, as markdown:
+defaults when unset). Twin algorithms, whose schedules coincide at a point
+(tuner/twins.py), run the same program, so a point's measured time of each
+is the median of all their runs together. It prints, as markdown:
 
 - per point: the model's choice, its predicted and measured time and the
   error; the fastest measured algorithm; auto / best (1.00 = the choice was
   the fastest measured); and the stop-gap rule the model replaced (fewest
   steps below 64 KiB for all_reduce, else the default) / best;
-- per collective: median and largest |error| over every algorithm and size.
+- per collective: median and largest |error| over every algorithm and size;
+- with two runs or more, the noise floor: how often one algorithm's runs
+  differ by more than 10%, and how often one run's fastest algorithm is more
+  than 10% behind in another run (a choice cannot be judged finer than that).
+
+The auto choice is what the chooser makes with MESHCOMM_TUNING's parameters:
+"measured at <size>" when the file has `meshcomm tune --choices` entries for
+the point, else "predicted".
 """
 
 from __future__ import annotations
@@ -30,11 +39,13 @@ from meshcomm import config
 from meshcomm.algorithms import ALGORITHMS, DEFAULT
 from meshcomm.algorithms.problem import Problem
 from meshcomm.bench import runner
-from meshcomm.bench.sizes import human_bytes, layout, parse_sizes
+from meshcomm.bench.sizes import human_bytes, parse_sizes
+from meshcomm.bench.sizes import problem as sizes_problem
 from meshcomm.bench.worker import Spec
 from meshcomm.tuner import model
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
+from meshcomm.tuner.twins import pooled, twins
 
 COLLS = ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"]
 ITEMSIZE = 4  # float32, the bench's default
@@ -42,14 +53,7 @@ ITEMSIZE = 4  # float32, the bench's default
 
 def bench_problem(coll: str, nbytes: int, nranks: int) -> Problem | None:
     """The Problem `meshcomm bench` runs for this row (None: the bench skips it)."""
-    lay = layout(coll, nbytes, nranks, ITEMSIZE)
-    if lay.count == 0:
-        return None
-    if coll in ("all_reduce", "broadcast", "reduce"):
-        return Problem(coll, nranks, (lay.count,))
-    if coll == "all_to_all":
-        return Problem(coll, nranks, (lay.count,) * nranks**2)
-    return Problem(coll, nranks, (lay.count,) * nranks)
+    return sizes_problem(coll, nbytes, nranks, ITEMSIZE)
 
 
 def stop_gap_rule(coll: str, nbytes: int) -> str:
@@ -72,6 +76,30 @@ def measure(ranks: list[int], colls: list[str], sizes: list[int], runs: int, bud
                     for r in records:
                         times.setdefault((n, coll, algo, r["bytes"]), []).append(r["time_us"] / 1e6)
     return times
+
+
+def noise_floor(rows: list[dict]) -> str:
+    """How far the same algorithm's runs disagree: what a "best measured" of a point can be trusted to."""
+    repeated = [r for r in rows if len(r["runs_us"]) > 1]
+    apart = sum(max(r["runs_us"]) / min(r["runs_us"]) > 1.10 for r in repeated)
+    points: dict = {}
+    for r in repeated:
+        points.setdefault((r["ranks"], r["coll"], r["bytes"]), []).append(r)
+    # The best of each run alone, and how much slower it is in the other run than that run's best.
+    flips = 0
+    for algos in points.values():
+        runs = min(len(r["runs_us"]) for r in algos)
+        best_by_run = [min(algos, key=lambda r: r["runs_us"][k]) for k in range(runs)]
+        for k, best in enumerate(best_by_run):
+            other = (k + 1) % runs
+            if best["runs_us"][other] > 1.10 * best_by_run[other]["runs_us"][other]:
+                flips += 1
+                break
+    ratios = sorted(max(r["runs_us"]) / min(r["runs_us"]) for r in repeated)
+    return (f"noise floor: the same algorithm's runs differ by more than 10% at {apart} of {len(repeated)} "
+            f"(point, algorithm) pairs (median {statistics.median(ratios):.2f}x, max {ratios[-1]:.2f}x); "
+            f"at {flips} of {len(points)} points one run's fastest algorithm is more than 10% slower "
+            f"than the fastest in another run")
 
 
 def main() -> int:
@@ -101,24 +129,30 @@ def main() -> int:
         args.runs = max(len(runs) for runs in times.values())
     else:
         times = measure(ranks, colls, sizes, args.runs, args.budget)
+    by_point: dict = {}
+    for (n, coll, algo, nbytes), runs in times.items():
+        by_point.setdefault((n, coll, nbytes), {})[algo] = runs
     rows = []
-    for (n, coll, algo, nbytes), runs in sorted(times.items()):
+    for (n, coll, nbytes), samples in sorted(by_point.items()):
         problem = bench_problem(coll, nbytes, n)
-        measured = statistics.median(runs)
-        predicted = predict(problem, algo, ITEMSIZE, parameters, cores=cores)
-        rows.append({"ranks": n, "coll": coll, "algo": algo, "bytes": nbytes, "measured_us": measured * 1e6,
-                     "predicted_us": predicted * 1e6, "error_pct": 100 * (predicted - measured) / measured,
-                     "runs_us": [t * 1e6 for t in runs]})
+        measured_by_algo = pooled(samples, twins(problem), statistics.median)
+        for algo, runs in samples.items():
+            measured = measured_by_algo[algo]
+            predicted = predict(problem, algo, ITEMSIZE, parameters, cores=cores)
+            rows.append({"ranks": n, "coll": coll, "algo": algo, "bytes": nbytes, "measured_us": measured * 1e6,
+                         "own_us": statistics.median(runs) * 1e6, "predicted_us": predicted * 1e6,
+                         "error_pct": 100 * (predicted - measured) / measured, "runs_us": [t * 1e6 for t in runs]})
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
 
     print(f"Parameters: {parameters.source}; {cores} cores; median of {args.runs} runs per point.\n")
-    print("| ranks | collective | size | auto choice | predicted µs | measured µs | error % | best measured "
-          "| best µs | auto/best | stop-gap rule/best |")
-    print("|---:|---|---:|---|---:|---:|---:|---|---:|---:|---:|")
-    ratios, old_ratios = [], []
+    print("| ranks | collective | size | auto choice | chosen by | predicted µs | measured µs | error % "
+          "| best measured | best µs | auto/best | stop-gap rule/best |")
+    print("|---:|---|---:|---|---|---:|---:|---:|---|---:|---:|---:|")
+    ratios, old_ratios, own_ratios = [], [], []
+    within_by_ranks: dict[int, list[bool]] = {}
     for n in ranks:
         chooser = Chooser(parameters, n, cores=cores)
         for coll in colls:
@@ -127,15 +161,18 @@ def main() -> int:
                 problem = bench_problem(coll, nbytes, n)
                 if not point or problem is None:
                     continue
-                auto = chooser.choose(problem, ITEMSIZE).name
+                choice = chooser.choose(problem, ITEMSIZE)
+                auto = choice.name
                 best = min(point, key=lambda a: point[a]["measured_us"])
                 old = stop_gap_rule(coll, nbytes)
                 ratio = point[auto]["measured_us"] / point[best]["measured_us"]
                 old_ratio = point[old]["measured_us"] / point[best]["measured_us"]
                 ratios.append(ratio)
+                within_by_ranks.setdefault(n, []).append(ratio <= 1.10)
+                own_ratios.append(point[auto]["own_us"] / min(r["own_us"] for r in point.values()))
                 old_ratios.append(old_ratio)
                 a = point[auto]
-                print(f"| {n} | {coll} | {human_bytes(nbytes)} | {auto} | {a['predicted_us']:.0f} | "
+                print(f"| {n} | {coll} | {human_bytes(nbytes)} | {auto} | {choice.how} | {a['predicted_us']:.0f} | "
                       f"{a['measured_us']:.0f} | {a['error_pct']:+.0f} | {best} | {point[best]['measured_us']:.0f} "
                       f"| {ratio:.2f} | {old_ratio:.2f} |")
     print()
@@ -155,6 +192,13 @@ def main() -> int:
           f"max {max(ratios):.2f}, within 10%: {sum(r <= 1.10 for r in ratios)}; "
           f"stop-gap rule/best: median {statistics.median(old_ratios):.2f}, max {max(old_ratios):.2f}, "
           f"within 10%: {sum(r <= 1.10 for r in old_ratios)}")
+    print("auto within 10% of best by ranks: " + ", ".join(f"{n}: {sum(w)}/{len(w)}"
+                                                            for n, w in within_by_ranks.items()))
+    print(f"the same without pooling twins (each algorithm's own runs only): median "
+          f"{statistics.median(own_ratios):.2f}, max {max(own_ratios):.2f}, "
+          f"within 10%: {sum(r <= 1.10 for r in own_ratios)}")
+    if args.runs > 1:
+        print(noise_floor(rows))
     return 0
 
 

@@ -36,6 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from meshcomm.algorithms.problem import Problem
+
 COLLECTIVES: tuple[str, ...] = (
     "all_reduce",
     "broadcast",
@@ -149,6 +151,21 @@ def layout(collective: str, nbytes: int, nranks: int, itemsize: int) -> Layout:
     send = share * nranks if collective in ("reduce_scatter", "all_to_all", "scatter") else share
     recv = share * nranks if collective in ("all_gather", "all_to_all", "gather") else share
     return Layout(collective, nranks, itemsize, share, send, recv)
+
+
+def problem(collective: str, nbytes: int, nranks: int, itemsize: int) -> Problem | None:
+    """The Problem a bench row of `nbytes` runs (None: too small for this many ranks, the bench skips it).
+
+    How measured times are matched to what the cost model and the chooser see.
+    """
+    lay = layout(collective, nbytes, nranks, itemsize)
+    if lay.count == 0 or collective == "pingpong":
+        return None
+    if collective not in _SHARED:
+        return Problem(collective, nranks, (lay.count,))
+    if collective == "all_to_all":
+        return Problem(collective, nranks, (lay.count,) * nranks**2)
+    return Problem(collective, nranks, (lay.count,) * nranks)
 
 
 def _check(collective: str, nranks: int) -> None:

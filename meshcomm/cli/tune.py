@@ -1,4 +1,9 @@
-"""`meshcomm tune`: measure the cost model's α, β, γ on this machine and save them for MESHCOMM_TUNING."""
+"""`meshcomm tune`: measure the cost model's α, β, γ on this machine and save them for MESHCOMM_TUNING.
+
+With --choices it also times every algorithm of each benchmarked collective
+on the group sizes named and records the fastest per size (tuner/table.py),
+which the automatic choice then prefers to the model's prediction.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ LINK_JOBS = {
     "same_host": ("shared memory", {}),
     "other_host": ("TCP over loopback, standing in for another host", {"MESHCOMM_TRANSPORT": "tcp"}),
 }
+# The sizes `benchmarks/model_vs_measured.py` checks the choice at, a decade or two apart.
+CHOICE_SIZES = "8,1K,64K,1M,16M"
+ITEMSIZE = 4  # the bench's float32
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +36,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"where to save the parameters (default {default_path()})")
     parser.add_argument("--budget", type=argtypes.positive_seconds, default=0.3,
                         help="seconds of timed calls per measured point (default 0.3)")
+    parser.add_argument("--choices", type=_group_sizes, default=[], metavar="RANKS",
+                        help="also time every algorithm on groups of these sizes (e.g. 2,4,8) and record the "
+                             "fastest per collective and size, which the automatic choice then uses instead of "
+                             "the model (a few minutes; default: none, the model decides)")
+    parser.add_argument("--choice-sizes", type=_sizes, default=CHOICE_SIZES, metavar="SIZES",
+                        help=f"the sizes --choices times, as `meshcomm bench --sizes` (default {CHOICE_SIZES})")
+    parser.add_argument("--choice-runs", type=argtypes.positive_int, default=2, metavar="N",
+                        help="interleaved runs of --choices; each algorithm keeps its fastest (default 2)")
+
+
+def _group_sizes(text: str) -> list[int]:
+    sizes = [argtypes.integer(part, minimum=2) for part in text.split(",") if part.strip()]
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"must list group sizes of at least 2 ranks (e.g. 2,4,8), got {text!r}")
+    return sorted(set(sizes))
+
+
+def _sizes(text: str) -> list[int]:
+    from meshcomm.bench.sizes import parse_sizes
+
+    try:
+        return parse_sizes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _choice_lines(choices: tuple) -> list[str]:
+    """One line per collective and group size: the measured fastest algorithm at each payload."""
+    from meshcomm.bench.sizes import human_bytes
+
+    lines: dict[tuple[str, int], list[str]] = {}
+    for row in choices:
+        lines.setdefault((row.collective, row.nranks), []).append(f"{human_bytes(row.nbytes)} {row.algorithm}")
+    return [f"{'measured':<11} {collective} on {nranks} ranks: {', '.join(cells)}"
+            for (collective, nranks), cells in sorted(lines.items(), key=lambda item: (item[0][1], item[0][0]))]
 
 
 @contextmanager
@@ -54,6 +97,38 @@ def _bench(spec, nproc: int) -> list[dict]:
     if code != 0:
         raise RuntimeError(f"the measuring job ({', '.join(spec.colls)}) failed with exit code {code}")
     return records
+
+
+def _measure_choices(group_sizes: list[int], sizes: list[int], runs: int, budget: float) -> tuple:
+    """Every algorithm of each benchmarked collective timed on each group size: the fastest per point.
+
+    The runs are interleaved, so a busy minute of the machine falls on several
+    algorithms instead of all runs of one; each algorithm keeps its best run
+    (other load only ever adds time), pooled with its twins' (tuner/twins.py).
+    """
+    from meshcomm.algorithms import ALGORITHMS
+    from meshcomm.bench.sizes import COLLECTIVES, problem
+    from meshcomm.bench.worker import Spec
+    from meshcomm.tuner.table import fastest
+    from meshcomm.tuner.twins import pooled, twins
+
+    samples: dict = {}
+    problems = {}
+    for run in range(runs):
+        for nranks in group_sizes:
+            for collective in (c for c in COLLECTIVES if c in ALGORITHMS):
+                for algorithm in ALGORITHMS[collective]:
+                    print(f"meshcomm tune: choices, run {run + 1}/{runs}, {nranks} ranks: {collective} {algorithm} ...",
+                          file=sys.stderr)
+                    spec = Spec(colls=[collective], sizes=sizes, algos={collective: algorithm}, budget=budget)
+                    with _environment({}):
+                        records = _bench(spec, nranks)
+                    for record in records:
+                        measured = problem(collective, record["bytes"], nranks, ITEMSIZE)
+                        point = (collective, nranks, measured.payload_elements() * ITEMSIZE)
+                        problems[point] = measured
+                        samples.setdefault(point, {}).setdefault(algorithm, []).append(record["time_us"] / 1e6)
+    return fastest({point: pooled(times, twins(problems[point]), min) for point, times in samples.items()})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
             crowd_measured, predicted(problem, parameters),
             predicted(problem, replace(parameters, crowded_alpha=1.0))))
         crowded = f"from an 8 B all_reduce on {crowd} ranks: {crowd_measured * 1e6:.1f} µs"
+    if args.choices:
+        parameters = replace(parameters, choices=_measure_choices(args.choices, args.choice_sizes, args.choice_runs,
+                                                                      args.budget))
     model.save(parameters, args.output)
 
     for link_class, (meaning, _) in LINK_JOBS.items():
@@ -112,5 +190,7 @@ def run(args: argparse.Namespace) -> int:
           f"{measured * 1e6:.1f} µs, {steps * 1e6:.1f} µs of it predicted for its steps)")
     print(f"{'crowded':<11} alpha {parameters.crowded_alpha * 1e6:8.1f} µs when ranks outnumber the {cores} cores "
           f"({crowded})")
+    for line in _choice_lines(parameters.choices):
+        print(line)
     print(f"saved {args.output}; use it with: export MESHCOMM_TUNING={args.output}")
     return 0

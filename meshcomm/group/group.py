@@ -178,12 +178,13 @@ class Group:
                             "call": fp.describe(fingerprint), "board": True})
 
     def algorithm_for(self, problem: Problem, buffers: dict) -> str:
-        """The user's MESHCOMM_ALGO choice for this collective, else the cost model's fastest."""
+        """The user's MESHCOMM_ALGO choice for this collective, else the tuning file's measured or the model's pick."""
         named = self.runtime.algorithm_override.get(problem.collective)
         if named is None:
-            named = self.chooser.choose(problem, _itemsize(buffers)).name
+            choice = self.chooser.choose(problem, _itemsize(buffers))
+            named = choice.name
             if self._debug:
-                self._say_choice(problem, buffers, named, "")
+                self._say_choice(problem, buffers, named, "" if choice.how == "predicted" else f"{choice.how}; ")
         elif self._debug:
             self._say_choice(problem, buffers, named, "MESHCOMM_ALGO; ")
         return named

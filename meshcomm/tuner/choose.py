@@ -1,4 +1,4 @@
-"""The automatic choice: per collective and power-of-two size bucket, the algorithm the model predicts fastest.
+"""The automatic choice: per collective and power-of-two size bucket, the algorithm measured or predicted fastest.
 
 A Chooser belongs to one group (its size and hosts are fixed), so a cached
 choice is keyed by collective, size bucket and itemsize only; the root does
@@ -7,6 +7,10 @@ predicted once, on a canonical problem of the bucket's lower bound (2^k
 bytes, split evenly), so every rank of the group, whatever it called
 before, picks the same algorithm for the same call. The hot path is one
 dictionary lookup.
+
+A tuning file's measured choices (tuner/table.py) win over the model for
+the group sizes they were measured at, on groups of one host (they were
+measured over shared memory); the model decides everything else.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.problem import Problem
 from meshcomm.tuner.model import Parameters
 from meshcomm.tuner.predict import predict
+from meshcomm.tuner.table import lookup, size_bucket
 
 # Sizes of the cost table MESHCOMM_DEBUG=INFO prints.
 TABLE_SIZES = (8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
@@ -36,11 +41,7 @@ class Choice(NamedTuple):
     seconds: float
     nbytes: int  # the bucket's size the prediction is for
     times: dict  # every applicable algorithm -> predicted seconds
-
-
-def size_bucket(nbytes: int) -> int:
-    """0 for 0 bytes, else k + 1 for 2^k <= nbytes < 2^(k+1)."""
-    return nbytes.bit_length()
+    how: str  # "measured at <size>" (a tuning file's table) or "predicted" (the model)
 
 
 def canonical_problem(collective: str, nranks: int, nbytes: int, itemsize: int, hosts: tuple = ()) -> Problem:
@@ -90,9 +91,16 @@ class Chooser:
         collective, bucket, itemsize = key
         nbytes = 0 if bucket == 0 else 1 << (bucket - 1)
         times = self.times(collective, nbytes, itemsize)
+        measured = lookup(self.parameters.choices, collective, self.nranks, nbytes) if self._one_host() else None
+        if measured is not None:
+            return Choice(measured.algorithm, times[measured.algorithm], nbytes, times,
+                          f"measured at {_size_label(measured.nbytes)}")
         # Ties go to the registry's order, which lists each collective's classic default first.
         name = min(times, key=times.__getitem__)
-        return Choice(name, times[name], nbytes, times)
+        return Choice(name, times[name], nbytes, times, "predicted")
+
+    def _one_host(self) -> bool:
+        return not self.node_hosts and (self.hosts is None or len(set(self.hosts)) <= 1)
 
     def table(self, collective: str, itemsize: int) -> list[str]:
         """Predicted µs of every algorithm at TABLE_SIZES, the fastest of each size marked with '*'."""

@@ -16,7 +16,10 @@ TCP. Times are seconds, rates seconds per byte:
 - board: the whole fixed cost of a small `direct` call on a group's
   shared-memory board (meshcomm/transport/board.py), its per-call work
   included: one synchronisation instead of messages. Files written before it
-  existed get the default.
+  existed get the default;
+- choices (optional, `meshcomm tune --choices`): the fastest algorithm measured
+  per collective, group size and payload (tuner/table.py); files without it,
+  written before it existed, load with none.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 from dataclasses import asdict, dataclass, field
 
 from meshcomm import config
+from meshcomm.tuner import table
 
 SAME_HOST = "same_host"
 OTHER_HOST = "other_host"
@@ -48,13 +52,16 @@ class Parameters:
     call: float
     crowded_alpha: float
     board: float = 20e-6
+    choices: tuple[table.Measured, ...] = ()
     source: str = field(default="built-in defaults", compare=False)
 
     def link(self, link_class: str) -> Link:
         return self.same_host if link_class == SAME_HOST else self.other_host
 
     def to_json(self) -> str:
-        raw = {"format": FORMAT, **{k: v for k, v in asdict(self).items() if k != "source"}}
+        raw = {"format": FORMAT, **{k: v for k, v in asdict(self).items() if k not in ("source", "choices")}}
+        if self.choices:
+            raw["choices"] = table.to_raw(self.choices)
         return json.dumps(raw, indent=2) + "\n"
 
     @classmethod
@@ -76,7 +83,8 @@ class Parameters:
         scalars = {name: _rate(raw, name, source) for name in ("gamma", "copy", "call", "crowded_alpha")}
         if "board" in raw:
             scalars["board"] = _rate(raw, "board", source)
-        return cls(**links, **scalars, source=source)
+        choices = table.from_raw(raw["choices"], source) if "choices" in raw else ()
+        return cls(**links, **scalars, choices=choices, source=source)
 
 
 def _rate(raw: dict, name: str, where: str) -> float:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from meshcomm.algorithms import ALGORITHMS
+from meshcomm.bench.sizes import COLLECTIVES
 from meshcomm.cli.main import main
 from meshcomm.tuner import load
 
@@ -24,3 +26,22 @@ def test_tune_writes_a_loadable_file_and_says_how_to_use_it(tmp_path: Path,
 def test_tune_needs_two_ranks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tune", "-n", "1"]) == 2
     assert "-n must be at least 2" in capsys.readouterr().err
+
+
+def test_tune_with_choices_records_the_fastest_algorithm_per_collective_and_size(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "tuning.json")
+    assert main(["tune", "-n", "2", "-o", path, "--budget", "0.01", "--choices", "2", "--choice-sizes", "1K",
+                 "--choice-runs", "1"]) == 0
+    choices = load(path).choices
+    assert {row.collective for row in choices} == set(COLLECTIVES) - {"pingpong"}
+    assert all(row.nranks == 2 and row.algorithm in ALGORITHMS[row.collective] for row in choices)
+    # Payload bytes, as the chooser counts them: all_to_all's 1 KiB row moves 2 KiB in all.
+    assert {row.collective: row.nbytes for row in choices}["all_to_all"] == 2048
+    assert "measured    all_reduce on 2 ranks: 1 KiB " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["1", "2,x", ","])
+def test_tune_choices_must_be_group_sizes_of_two_or_more(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", "--choices", value]) == 2
+    assert "argument --choices" in capsys.readouterr().err

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.problem import Problem
 from meshcomm.tuner import DEFAULTS, choose
 from meshcomm.tuner.choose import Chooser, canonical_problem, size_bucket
+from meshcomm.tuner.table import Measured
 
 
 @pytest.fixture
@@ -74,3 +77,23 @@ def test_built_in_defaults_keep_the_stop_gap_rules_all_reduce_choices_at_its_ext
         assert apart.choose(Problem("all_reduce", n, (2,)), 4).name == "recursive_doubling"
         assert chooser.choose(Problem("all_reduce", n, (16 << 20,)), 4).name in ("ring", "rabenseifner",
                                                                                   "double_binary_tree")
+
+
+MEASURED = replace(DEFAULTS, choices=(Measured("all_reduce", 4, 8, "ring"),
+                                       Measured("all_reduce", 4, 1 << 20, "binomial")))
+
+
+def test_a_measured_choice_wins_over_the_model_and_says_so() -> None:
+    predicted = Chooser(DEFAULTS, 4, cores=2).choose(Problem("all_reduce", 4, (2,)), 4)
+    assert predicted.name != "ring" and predicted.how == "predicted"
+    measured = Chooser(MEASURED, 4, cores=2).choose(Problem("all_reduce", 4, (2,)), 4)
+    assert measured.name == "ring" and measured.how == "measured at 8 B"
+    assert measured.seconds == measured.times["ring"]
+    assert Chooser(MEASURED, 4, cores=2).choose(Problem("all_reduce", 4, (1 << 19,)), 4).how == "measured at 1 MiB"
+
+
+def test_the_model_decides_for_unmeasured_group_sizes_collectives_and_groups_across_hosts() -> None:
+    assert Chooser(MEASURED, 8, cores=2).choose(Problem("all_reduce", 8, (2,)), 4).how == "predicted"
+    assert Chooser(MEASURED, 4, cores=2).choose(Problem("broadcast", 4, (2,)), 4).how == "predicted"
+    spread = Chooser(MEASURED, 4, hosts=["a", "a", "b", "b"], cores=2, node_hosts=(0, 0, 1, 1))
+    assert spread.choose(Problem("all_reduce", 4, (2,), hosts=(0, 0, 1, 1)), 4).how == "predicted"

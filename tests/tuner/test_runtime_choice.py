@@ -6,13 +6,16 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from meshcomm.algorithms import ALGORITHMS
+from meshcomm.algorithms.problem import Problem
 from meshcomm.tuner import DEFAULTS, save
+from meshcomm.tuner.table import Measured
 from tests.cluster import Cluster
 from tests.conftest import get_cluster
 
@@ -85,3 +88,31 @@ def call_with(algorithm: str) -> str:
 def test_unknown_or_inapplicable_algorithm_is_an_error_listing_the_valid_ones(name: str) -> None:
     expected = f"unknown all_reduce algorithm {name!r}; choose one of: {', '.join(ALGORITHMS['all_reduce'])}"
     assert get_cluster(2).run(call_with, name) == [expected, expected]
+
+
+def measured_choice() -> tuple:
+    from meshcomm.api.state import runtime
+
+    choice = runtime().world.chooser.choose(Problem("all_reduce", 2, (1 << 18,)), 4)
+    return choice.name, choice.how
+
+
+def test_every_rank_takes_rank_0s_measured_choice(tmp_path: Path) -> None:
+    tuning = str(tmp_path / "tuning.json")
+    save(replace(DEFAULTS, choices=(Measured("all_reduce", 2, 1 << 20, "binomial"),)), tuning)
+    # Only rank 0 reads the file; rank 1's setting names none, so the table can only reach it through the store.
+    cluster = Cluster(2, env={"MESHCOMM_TUNING": [tuning, str(tmp_path / "absent.json")]})
+    try:
+        assert cluster.run(measured_choice) == [("binomial", "measured at 1 MiB")] * 2
+    finally:
+        cluster.close()
+
+
+def test_debug_info_says_a_choice_was_measured(tmp_path: Path) -> None:
+    tuning = str(tmp_path / "tuning.json")
+    save(replace(DEFAULTS, choices=(Measured("all_reduce", 2, 1 << 20, "binomial"),)), tuning)
+    done = run_job(tmp_path, {"MESHCOMM_DEBUG": "INFO", "MESHCOMM_TUNING": tuning})
+    assert done.returncode == 0, done.stderr
+    for rank in (0, 1):
+        calls = [line for line in done.stderr.splitlines() if line.startswith(f"[rank{rank}]: ") and " B -> " in line]
+        assert re.search(r"all_reduce 1048576 B -> binomial \(measured at 1 MiB; predicted \d+ µs\)$", calls[0])
