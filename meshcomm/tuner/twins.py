@@ -5,7 +5,9 @@ all exchange one message and nothing else, and on one host hierarchical
 broadcast is binomial broadcast. The executor runs the steps, not the name,
 so timings of twins are samples of the same thing: a difference between
 them is noise, and a measured choice should not rest on it. Pooling their
-samples gives each twin the same, better-founded time.
+samples gives each twin the same, better-founded time. `direct` is never a
+twin: on one host, where tuning measures, it runs on the group's board, not
+as its schedule's messages.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ def twins(problem: Problem) -> list[list[str]]:
     """The problem's algorithms grouped by identical schedules (steps and scratch, every rank), in registry order."""
     groups: dict[tuple, list[str]] = {}
     for name in ALGORITHMS[problem.collective]:
+        if name == "direct":
+            groups[("direct",)] = [name]
+            continue
         schedules = (get_schedule(problem, rank, name) for rank in range(problem.nranks))
         groups.setdefault(tuple((s.steps, s.scratch) for s in schedules), []).append(name)
     return list(groups.values())
