@@ -86,19 +86,25 @@ class Board:
     def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float) -> "Board":
         """Member 0 creates the board and names it in the store under `key`; the others map it.
 
-        The last member to map it unlinks the name, so nothing is left in
-        /dev/shm even if a member crashes later (the memory lives until the
-        last process unmaps it); `shm.remove_segments` finds boards of members
-        that crashed before that, by the job's prefix.
+        Member 0 unlinks the name once every member has mapped it, or when
+        waiting for them fails, so nothing is left in /dev/shm whatever
+        happens later (the memory lives until the last process unmaps it).
+        All members are in the same call, so the wait is short.
         """
-        if me == 0:
-            path = os.path.join(DIRECTORY, f"meshcomm-{job}-board-{os.urandom(6).hex()}")
-            board = cls(path, nmembers, slot_bytes, create=True)
-            store.set(f"{key}/path", path)
-        else:
+        if me != 0:
             path = store.get(f"{key}/path", timeout=timeout).decode()
             board = cls(path, nmembers, slot_bytes, create=False)
-        if store.add(f"{key}/mapped", 1) == nmembers:
+            store.set(f"{key}/mapped/{me}", b"1")
+            return board
+        path = os.path.join(DIRECTORY, f"meshcomm-{job}-board-{os.urandom(6).hex()}")
+        board = cls(path, nmembers, slot_bytes, create=True)
+        try:
+            store.set(f"{key}/path", path)
+            store.wait([f"{key}/mapped/{m}" for m in range(1, nmembers)], timeout=timeout)
+        except BaseException:
+            board.close()
+            raise
+        finally:
             board.unlink()
         return board
 

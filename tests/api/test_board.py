@@ -24,6 +24,16 @@ def board_in_use(group=None) -> bool:
     return resolve_group(group)._board is not None
 
 
+def board_file_left() -> bool:
+    """Whether the world's board still has a name in /dev/shm (it must not, once every rank mapped it)."""
+    import os
+
+    from meshcomm.api.state import resolve_group
+
+    board = resolve_group(None)._board
+    return board is not None and os.path.exists(board.path)
+
+
 def every_collective_direct(counts: tuple, group=None) -> list[str]:
     """Each collective with algorithm="direct"; the names of those that disagree with numpy."""
     from meshcomm.api.state import resolve_group
@@ -74,6 +84,7 @@ def every_collective_direct(counts: tuple, group=None) -> list[str]:
 def test_every_direct_collective_matches_numpy_on_the_board_and_as_messages(cluster) -> None:
     assert cluster.run(every_collective_direct, (0, 1, cluster.size - 1, BOARD_COUNT)) == [[]] * cluster.size
     assert cluster.run(board_in_use) == [cluster.size > 1] * cluster.size
+    assert cluster.run(board_file_left) == [False] * cluster.size
     assert cluster.run(every_collective_direct, (MESSAGE_COUNT,), timeout=120) == [[]] * cluster.size
 
 
