@@ -101,43 +101,38 @@ class Group:
             algorithm = self.algorithm_for(problem, buffers)
         elif self._debug:
             self._say_choice(problem, buffers, algorithm, "algorithm=; ")
-        schedule = _schedule(problem, self.rank, algorithm)
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
-        settings = self.runtime.settings
-
-        recorder = self.runtime.recorder
+        limit = self.timeout if timeout is None else timeout
         if algorithm == "direct" and self._fits_board(problem, buffers):
 
-            def on_board(seq: int) -> object:
-                entry = recorder.start(self.group_name, seq, fingerprint, algorithm, self.ranks)
-                try:
-                    self._run_on_board(problem, seq, fingerprint, buffers, combine,
-                                       self.timeout if timeout is None else timeout)
-                except Exception as exc:
-                    recorder.finish(entry, exc)
-                    raise self.runtime.explain_failure(self, seq, entry, exc) from None
-                recorder.finish(entry)
-                return finish() if finish is not None else None
+            def run(seq: int) -> None:
+                self._run_on_board(problem, seq, fingerprint, buffers, combine, limit)
+        else:
+            schedule = _schedule(problem, self.rank, algorithm)
+            chunk_bytes = self.runtime.settings.chunk_bytes
 
-            return self.submit(f"{problem.collective} on group {self.group_name!r}", on_board, async_op)
+            def run(seq: int) -> None:
+                call = executor.Call(
+                    schedule=schedule,
+                    buffers=buffers,
+                    combine=combine,
+                    peers=list(self.ranks),
+                    group_id=self.group_id,
+                    group_name=self.group_name,
+                    seq=seq,
+                    fingerprint=fingerprint,
+                    chunk_bytes=chunk_bytes,
+                    timeout=limit,
+                    trace=self.runtime.trace,
+                )
+                executor.run(call, self.runtime.transport)
+
+        recorder = self.runtime.recorder
 
         def job(seq: int) -> object:
-            call = executor.Call(
-                schedule=schedule,
-                buffers=buffers,
-                combine=combine,
-                peers=list(self.ranks),
-                group_id=self.group_id,
-                group_name=self.group_name,
-                seq=seq,
-                fingerprint=fingerprint,
-                chunk_bytes=settings.chunk_bytes,
-                timeout=self.timeout if timeout is None else timeout,
-                trace=self.runtime.trace,
-            )
             entry = recorder.start(self.group_name, seq, fingerprint, algorithm, self.ranks)
             try:
-                executor.run(call, self.runtime.transport)
+                run(seq)
             except Exception as exc:
                 recorder.finish(entry, exc)
                 raise self.runtime.explain_failure(self, seq, entry, exc) from None
