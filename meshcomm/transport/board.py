@@ -26,12 +26,11 @@ reused. The group's other calls, which go as messages, do not count.
 from __future__ import annotations
 
 import ctypes
-import mmap
 import os
 import time
 
 from meshcomm.transport import futex
-from meshcomm.transport.shm import DIRECTORY
+from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 
 _PAGE = 4096
 _LINE = 64
@@ -51,16 +50,7 @@ class Board:
         self.path = path
         self.nmembers = nmembers
         self.slot_bytes = slot_bytes
-        size = board_bytes(nmembers, slot_bytes)
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
-        try:
-            if create:
-                os.ftruncate(fd, size)
-            elif os.fstat(fd).st_size != size:
-                raise OSError(f"board {path} has {os.fstat(fd).st_size} bytes, expected {size}")
-            self._map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        self._map = map_file(path, board_bytes(nmembers, slot_bytes), create, "board")
         view = memoryview(self._map)
         self._view = view
         self._control = [view[m * _LINE : m * _LINE + 8].cast("I") for m in range(nmembers)]
@@ -109,10 +99,7 @@ class Board:
         return board
 
     def unlink(self) -> None:
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        unlink_quietly(self.path)
 
     # ----- one call
 

@@ -62,6 +62,31 @@ def segment_bytes(npeers: int, ring_bytes: int) -> int:
     return _PAGE + npeers * (_PAGE + ring_bytes)
 
 
+def map_file(path: str, size: int, create: bool, what: str) -> mmap.mmap:
+    """Create (exclusively) or open the shared file at `path` and map its `size` bytes.
+
+    Mode 0o600: only the job's user may map it. An existing file of another
+    size is refused, naming `what` it was meant to be.
+    """
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        elif os.fstat(fd).st_size != size:
+            raise OSError(f"{what} {path} has {os.fstat(fd).st_size} bytes, expected {size}")
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
+def unlink_quietly(path: str) -> None:
+    """Remove a shared file's name; one already gone is fine."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class Segment:
     """One rank's inbox, created by its owner or mapped by a peer."""
 
@@ -69,17 +94,7 @@ class Segment:
         self.name = name
         self.path = os.path.join(DIRECTORY, name)
         self.ring_bytes = ring_bytes
-        size = segment_bytes(npeers, ring_bytes)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(self.path, flags, 0o600)  # 0o600: only the job's user may map it
-        try:
-            if create:
-                os.ftruncate(fd, size)
-            elif os.fstat(fd).st_size != size:
-                raise OSError(f"shared segment {self.path} has {os.fstat(fd).st_size} bytes, expected {size}")
-            self._map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        self._map = map_file(self.path, segment_bytes(npeers, ring_bytes), create, "shared segment")
         self._view = memoryview(self._map)
         self.doorbell = self._view[: _DOORBELL_WORDS * 4].cast("I")
         self._anchor = ctypes.c_uint32.from_buffer(self._map)  # keeps the word's address valid
@@ -95,10 +110,7 @@ class Segment:
         return self._rings[slot]
 
     def unlink(self) -> None:
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        unlink_quietly(self.path)
 
     def ring_doorbell(self) -> None:
         """Tell the owner something changed; wake it if it sleeps."""
