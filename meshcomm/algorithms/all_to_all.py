@@ -62,8 +62,13 @@ def scattered(problem: Problem, rank: int, throttle: int | None = None) -> Sched
         throttle = SCATTERED_THROTTLE
     if throttle < 1:
         raise ValueError(f"throttle must be >= 1, got {throttle}")
+    return exchanges_in_steps(problem, rank, throttle, "scattered", throttle=throttle)
+
+
+def exchanges_in_steps(problem: Problem, rank: int, per_step: int, algorithm: str, **params: object) -> Schedule:
+    """The scattered exchange's schedule: `per_step` peers per step, named `algorithm` (also direct's, all in one)."""
     if problem.nranks == 1:
-        return single_rank(problem, "scattered")
+        return single_rank(problem, algorithm)
     n = problem.nranks
     row = prefix_offsets([problem.matrix(rank, j) for j in range(n)])
     column = prefix_offsets([problem.matrix(i, rank) for i in range(n)])
@@ -72,10 +77,10 @@ def scattered(problem: Problem, rank: int, throttle: int | None = None) -> Sched
     builder.copy(0, Slice(INPUT, row[rank], own), Slice(OUTPUT, column[rank], own))
     for s in range(1, n):
         to, source = (rank + s) % n, (rank - s) % n
-        step = (s - 1) // throttle
+        step = (s - 1) // per_step
         builder.send(step, to, Slice(INPUT, row[to], problem.matrix(rank, to)))
         builder.recv(step, source, Slice(OUTPUT, column[source], problem.matrix(source, rank)))
-    return builder.build(problem, rank, "scattered", throttle=throttle)
+    return builder.build(problem, rank, algorithm, **params)
 
 
 def bruck(problem: Problem, rank: int) -> Schedule:

@@ -18,8 +18,9 @@ these are for small messages.
 from __future__ import annotations
 
 from meshcomm.algorithms._build import StepBuilder, check_collective, check_rank, copy_input_to_output, single_rank
+from meshcomm.algorithms.all_to_all import exchanges_in_steps
 from meshcomm.algorithms.problem import Problem
-from meshcomm.algorithms.schedule import INPUT, OUTPUT, SCRATCH, Schedule, Slice, prefix_offsets
+from meshcomm.algorithms.schedule import INPUT, OUTPUT, SCRATCH, Schedule, Slice
 
 
 def _peers(rank: int, n: int) -> list[int]:
@@ -149,19 +150,9 @@ def all_to_all(problem: Problem, rank: int) -> Schedule:
     Cost: 1 step (the fewest steps possible); rank r sends its row minus its own block and receives its
     column minus its own block, in n - 1 messages each way; nothing is reduced.
     """
-    single = _start(problem, rank, "all_to_all")
-    if single is not None:
-        return single
-    n = problem.nranks
-    row = prefix_offsets([problem.matrix(rank, j) for j in range(n)])
-    column = prefix_offsets([problem.matrix(i, rank) for i in range(n)])
-    builder = StepBuilder()
-    own = problem.matrix(rank, rank)
-    builder.copy(0, Slice(INPUT, row[rank], own), Slice(OUTPUT, column[rank], own))
-    for peer in _peers(rank, n):
-        builder.send(0, peer, Slice(INPUT, row[peer], problem.matrix(rank, peer)))
-        builder.recv(0, peer, Slice(OUTPUT, column[peer], problem.matrix(peer, rank)))
-    return builder.build(problem, rank, "direct")
+    check_collective(problem, "all_to_all")
+    check_rank(problem, rank)
+    return exchanges_in_steps(problem, rank, max(problem.nranks - 1, 1), "direct")
 
 
 def barrier(problem: Problem, rank: int) -> Schedule:
