@@ -130,7 +130,7 @@ _SLOTS = 4  # pieces of one received-and-reduced message in flight at once
 
 class _Step(NamedTuple):
     local: tuple  # (_COPY | _REDUCE, dst buffer, dst lo, dst hi, src buffer, src lo, src hi)
-    comms: tuple  # in listed order: (_SEND | _RECV, peer, buffer, lo, hi) per piece, (_RECV_REDUCE, i, ...) per op
+    comms: tuple  # in listed order: (_SEND | _RECV, peer, buffer, lo, hi, message bytes) per piece, (_RECV_REDUCE, i, ...) per op
     recv_reduces: tuple  # (peer, dst buffer, pieces ((lo, hi), ...), slot roles, elements per slot)
 
 
@@ -165,13 +165,13 @@ def _compile(step: tuple, itemsize: int, chunk_bytes: int) -> _Step:
             where = op.src if isinstance(op, Send) else op.dst
             kind = _SEND if isinstance(op, Send) else _RECV
             for lo, hi in _pieces(where.count, itemsize, chunk_bytes):
-                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi))
+                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi, where.count * itemsize))
         elif isinstance(op, RecvReduce):
             where = op.dst
             pieces = tuple((where.offset + lo, where.offset + hi) for lo, hi in _pieces(where.count, itemsize, chunk_bytes))
             slots = len(pieces) if window is None else min(window, len(pieces))
             roles = tuple(f"incoming {number} slot {slot}" for slot in range(slots))
-            comms.append((_RECV_REDUCE, len(recv_reduces), "", 0, 0))
+            comms.append((_RECV_REDUCE, len(recv_reduces), "", 0, 0, 0))
             recv_reduces.append((op.peer, where.buf, pieces, roles, max(hi - lo for lo, hi in pieces)))
     return _Step(tuple(local), tuple(comms), tuple(recv_reduces))
 
@@ -203,9 +203,9 @@ def _run_step(call: Call, transport, buffers: dict, dtype: np.dtype, index: int,
         handle = transport.irecv(peers[peer], _bytes(incoming), key, fingerprint)
         in_flight.append((handle, target[lo:hi], incoming, slot, peer, target, left))
 
-    for kind, peer, name, lo, hi in step.comms:
+    for kind, peer, name, lo, hi, message_bytes in step.comms:
         if kind == _SEND:
-            handles.append(transport.isend(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint))
+            handles.append(transport.isend(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint, message_bytes))
         elif kind == _RECV:
             handles.append(transport.irecv(peers[peer], _bytes(buffers[name][lo:hi]), key, fingerprint))
         else:  # a received-and-reduced message: `peer` holds its index in step.recv_reduces

@@ -27,6 +27,15 @@ peer's death (the kernel closes its sockets) is noticed. A rank with nothing
 to do polls the rings briefly, then sleeps on its futex doorbell in slices of
 `_POLL_SLICE`, checking the sockets between slices.
 
+A large message to a same-host peer whose rank can read this process's
+memory (cma.py; probed at start-up) goes by reference: the ring carries the
+header and the buffer's address, the receiver copies the bytes straight from
+the sender's buffer into its own (one copy instead of two) and counts the
+reference as read in the ring's control page, which completes the send (the
+sender looks at that count as it looks at the rings). Until then the sender
+keeps the buffer (the send's handle is not done), as it must for any send in
+flight. References are read in ring order, so one count says which are done.
+
 With MESHCOMM_TLS_CERT/KEY set (rendezvous/tls.py) every connection runs TLS,
 then the token handshake inside it. A rank learns which peers share its host
 only after connecting (LocalPeers), so the rule is simply every connection;
@@ -57,6 +66,7 @@ from meshcomm.errors import (
 from meshcomm import config
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.tls import Tls, TlsStream
+from meshcomm.transport import cma
 from meshcomm.transport import header as wire
 from meshcomm.transport.handle import Handle
 from meshcomm.transport.local import LocalPeers
@@ -68,6 +78,8 @@ _MIXED_SLICE = 0.0005  # select slices when both shared-memory and TCP peers may
 _HANDSHAKE_TIMEOUT = 10.0
 _HOLD_SECONDS = 0.002  # longest a shared-memory message waits in its ring for its receive
 _SOCKET_CHECK_SECONDS = 0.001  # how often a rank with only shared-memory peers looks at their sockets
+_REFERENCE = struct.Struct("=Q")  # what a message sent by reference carries: the buffer's address
+_BY_REFERENCE_KINDS = (wire.KIND_P2P, wire.KIND_COLLECTIVE, wire.KIND_MAILBOX)
 
 
 class _PostedRecv:
@@ -148,7 +160,7 @@ def _probe_when_silent(sock: socket.socket) -> None:
 
 
 class _Peer:
-    __slots__ = ("rank", "sock", "channel", "shm", "sendq", "inbound", "lost", "writing")
+    __slots__ = ("rank", "sock", "channel", "shm", "sendq", "inbound", "lost", "writing", "lent", "lent_count")
 
     def __init__(self, rank: int, sock: socket.socket | TlsStream) -> None:
         self.rank = rank
@@ -159,6 +171,10 @@ class _Peer:
         self.inbound = _Inbound()
         self.lost: Exception | None = None
         self.writing = False
+        # Sends gone by reference and not read yet, oldest first, with how many
+        # references to this peer went before them (the count the peer raises).
+        self.lent: collections.deque = collections.deque()  # [number, handle, payload]
+        self.lent_count = 0
 
 
 class Transport:
@@ -195,6 +211,7 @@ class Transport:
         # Per rank, a label shared by the ranks this one reaches through shared memory (the cost model's link classes).
         self.link_labels: tuple[int, ...] = tuple(range(world_size))
         self._shm_peers: list[_Peer] = []
+        self._single_copy: float = float("inf")  # smallest message sent by reference
         self._tcp_data = True  # until start-up finds which peers share memory
         self._sockets_seen = 0.0  # when the sockets were last looked at
         try:
@@ -207,6 +224,8 @@ class Transport:
                 state.channel, state.shm = channel, True
                 self._shm_peers.append(state)
             self._tcp_data = any(not p.shm for p in self._peers.values())
+            if self._local.single_copy_bytes > 0:
+                self._single_copy = self._local.single_copy_bytes
             self.link_labels = self._local.link_labels
             self._spin = self._spin_seconds(len(self._local.ranks))
         except BaseException:
@@ -316,18 +335,32 @@ class Transport:
 
     # ----- posting operations
 
-    def isend(self, peer: int, payload: memoryview, key: wire.Key, fingerprint: bytes = wire.NO_FINGERPRINT) -> Handle:
-        """Queue `payload` (not copied: keep it unchanged until the handle completes) for `peer`."""
+    def isend(self, peer: int, payload: memoryview, key: wire.Key, fingerprint: bytes = wire.NO_FINGERPRINT,
+              message_bytes: int = 0) -> Handle:
+        """Queue `payload` (not copied: keep it unchanged until the handle completes) for `peer`.
+
+        `message_bytes`: the whole message when `payload` is one piece of it.
+        Pieces of a large message go by reference: the reader's wait for each
+        is hidden behind the next piece, which it is not for a lone message."""
         handle = Handle("send", peer, len(payload))
         if peer == self.rank:
             self._deliver_local(payload, key, fingerprint)
             handle.complete()
             return handle
         state = self._peer(peer)
+        by_reference = (max(payload.nbytes, message_bytes) >= self._single_copy and payload.nbytes and state.shm and key.kind in _BY_REFERENCE_KINDS
+                        and state.channel.peer_reads_mine())
         with self._lock:
             self._check_usable(state)
-            head = memoryview(wire.pack(key, fingerprint, payload.nbytes))
-            state.sendq.append([handle, [head, payload] if payload.nbytes else [head], 0])
+            if by_reference:
+                state.lent.append((state.lent_count, handle, payload))  # done once the peer has read it
+                state.lent_count += 1
+                reference = _REFERENCE.pack(cma.address_of(payload))
+                head = wire.pack(key, fingerprint, payload.nbytes, wire.FLAG_BY_REFERENCE)
+                state.sendq.append([Handle("send", peer, 0), [memoryview(head + reference)], 0])
+            else:
+                head = memoryview(wire.pack(key, fingerprint, payload.nbytes))
+                state.sendq.append([handle, [head, payload] if payload.nbytes else [head], 0])
         self._try_flush(state)
         return handle
 
@@ -498,7 +531,7 @@ class Transport:
     # ----- progress
 
     def wait(self, handles: list[Handle], timeout: float | None = None) -> None:
-        """Drive the sockets until every handle completes; raise the first failure."""
+        """Drive the sockets until every handle completes; raise a failure if any did."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         pending = [h for h in handles if not h.done]
         while pending:
@@ -512,9 +545,11 @@ class Transport:
                 finally:
                     self._progress_lock.release()
             pending = [h for h in pending if not h.done]
-        for h in handles:
-            if h.error is not None:
-                raise h.error
+        errors = [h.error for h in handles if h.error is not None]
+        if errors:
+            # What a peer told us (it found a mismatch, it gave up) explains the failure better
+            # than a send that then failed because that peer left.
+            raise next((e for e in errors if getattr(e, "from_notice", False)), errors[0])
 
     def progress(self, timeout: float) -> None:
         """One round of socket work, blocking at most `timeout` seconds for something to happen."""
@@ -612,6 +647,8 @@ class Transport:
                     moved = True
                 if self._read(state):
                     moved = True
+                if state.lent and self._returned(state):
+                    moved = True
         return moved
 
     def _shm_ready(self) -> bool:
@@ -619,6 +656,8 @@ class Transport:
             if state.lost is not None:
                 continue
             if state.sendq and state.channel.writable():
+                return True
+            if state.lent and state.channel.references_read() > state.lent[0][0]:
                 return True
             if state.inbound.held is not None:
                 if self._may_release(state, state.inbound.held):
@@ -766,6 +805,9 @@ class Transport:
         if head.key.kind == wire.KIND_CALL_FAILED:
             self._begin_call_failed(state, head)
             return
+        if head.flags & wire.FLAG_BY_REFERENCE and not state.shm:
+            self._lose(state, ValueError("a message by reference from a rank on another host"))
+            return
         with self._lock:
             posted = self._match(state.rank, head)
             if posted is not None and not self._accepts(posted, state.rank, head):
@@ -787,11 +829,46 @@ class Transport:
                         if message.claimed_by is not None:
                             self._finish_unexpected(key, message)
 
+        inbound.handle = posted.handle if posted is not None else None
+        if head.flags & wire.FLAG_BY_REFERENCE:
+            self._begin_reference(state, target, done, inbound.handle)
+            return
         if head.nbytes == 0:
+            inbound.handle = None
             done()
             return
         inbound.target, inbound.target_got, inbound.on_done = target, 0, done
-        inbound.handle = posted.handle if posted is not None else None
+
+    def _begin_reference(self, state: _Peer, target: memoryview, done, receive: Handle | None) -> None:
+        """The message's bytes are in the sender's memory: read its reference, then copy them into `target`.
+
+        A sender that died took the bytes with it: the peer is lost, and the
+        posted `receive` the bytes were meant for fails with it."""
+        reference = bytearray(_REFERENCE.size)
+
+        def fetch() -> None:
+            (address,) = _REFERENCE.unpack(reference)
+            try:
+                cma.read(state.channel.peer_pid, address, target)
+            except OSError as exc:
+                self._lose(state, OSError(f"could not read a message from its memory: {exc}"))
+                if receive is not None:
+                    receive.fail(state.lost)
+                return
+            state.channel.count_reference_read()
+            done()
+
+        state.inbound.target, state.inbound.target_got, state.inbound.on_done = memoryview(reference), 0, fetch
+
+    def _returned(self, state: _Peer) -> bool:
+        """Complete the sends by reference the peer has read; True if any."""
+        read = state.channel.references_read()
+        if state.lent[0][0] >= read:
+            return False
+        with self._lock:
+            while state.lent and state.lent[0][0] < read:
+                state.lent.popleft()[1].complete()
+        return True
 
     def _begin_call_failed(self, state: _Peer, head: wire.Header) -> None:
         if head.nbytes > wire.NOTICE_TEXT_BYTES:
@@ -862,6 +939,9 @@ class Transport:
             for entry in state.sendq:
                 entry[0].fail(error)
             state.sendq.clear()
+            for _, handle, _ in state.lent:
+                handle.fail(error)
+            state.lent.clear()
             for key in list(self._posted):
                 keep = []
                 for posted in self._posted[key]:
@@ -895,6 +975,8 @@ class Transport:
             for state in self._peers.values():
                 for entry in state.sendq:
                     entry[0].fail(error)
+                for _, handle, _ in state.lent:
+                    handle.fail(error)
         self._wake_poller()
         if notice is not None:
             self.tell_peers(list(self._peers), wire.NOTICE_ABORT, None, notice)

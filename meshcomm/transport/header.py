@@ -24,6 +24,10 @@ KIND_CALL_FAILED = 4  # one collective (group, seq) failed at the sender: the re
 NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH, NOTICE_TIMEOUT = 0, 1, 2, 3  # why, in a notice's key
 NOTICE_TEXT_BYTES = 1024  # most text a notice carries; a longer length field is refused
 KIND_MAILBOX = 5  # taken whole by Transport.take, whatever its size (MPI-style matching above)
+_KINDS = (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE, KIND_CALL_FAILED, KIND_MAILBOX)
+# flags: the payload is not the message but the address of the sender's
+# buffer, which the receiver reads itself (same host, cma.py)
+FLAG_BY_REFERENCE = 1
 
 
 class Key(NamedTuple):
@@ -38,19 +42,20 @@ class Key(NamedTuple):
 class Header(NamedTuple):
     key: Key
     fingerprint: bytes
-    nbytes: int
+    nbytes: int  # of the message (a reference's own bytes follow the header instead)
+    flags: int = 0
 
 
-def pack(key: Key, fingerprint: bytes, nbytes: int) -> bytes:
-    return _HEADER.pack(MAGIC, key.kind, 0, key.group, key.seq, key.step, fingerprint, nbytes)
+def pack(key: Key, fingerprint: bytes, nbytes: int, flags: int = 0) -> bytes:
+    return _HEADER.pack(MAGIC, key.kind, flags, key.group, key.seq, key.step, fingerprint, nbytes)
 
 
 def unpack(data: bytes | bytearray | memoryview) -> Header:
     """Parse a header; ValueError for anything that is not one of ours."""
-    magic, kind, _flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
-    if magic != MAGIC or kind not in (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE, KIND_CALL_FAILED, KIND_MAILBOX):
+    magic, kind, flags, group, seq, step, fingerprint, nbytes = _HEADER.unpack(data)
+    if magic != MAGIC or kind not in _KINDS or flags & ~FLAG_BY_REFERENCE:
         raise ValueError(f"not a meshcomm message header: {bytes(data[:8])!r}")
-    return Header(Key(kind, group, seq, step), fingerprint, nbytes)
+    return Header(Key(kind, group, seq, step), fingerprint, nbytes, flags)
 
 
 def notice(reason: int, peer: int | None, text: str) -> bytes:

@@ -48,6 +48,14 @@ def ring_bytes(nlocal: int) -> int:
     return max(_MIN_RING, min(_MAX_RING, per_peer)) // 4096 * 4096
 
 
+def single_copy_bytes() -> int:
+    """Messages at least this large to a same-host peer are read from the sender's memory; 0 = never."""
+    chosen = config.get_int("MESHCOMM_SINGLE_COPY_BYTES")
+    if chosen is None or chosen < 0:
+        raise ValueError(f"MESHCOMM_SINGLE_COPY_BYTES must be an integer >= 0, got {config.get('MESHCOMM_SINGLE_COPY_BYTES')!r}")
+    return chosen
+
+
 def _link_labels(hosts: list[bytes]) -> tuple[int, ...]:
     """Per rank, a label shared exactly by the ranks it reaches through shared memory.
 
@@ -76,6 +84,7 @@ class LocalPeers:
 
     def __init__(self, rank: int, world_size: int, store, timeout: float) -> None:
         wanted = shm_wanted()
+        self.single_copy_bytes = single_copy_bytes()
         mine = f"{'shm' if wanted else 'tcp'}|{host_id()}".encode()
         store.set(f"host/{rank}", mine)
         hosts = {r: mine if r == rank else store.get(f"host/{r}", timeout=timeout) for r in range(world_size)}
@@ -99,6 +108,7 @@ class LocalPeers:
         size = ring_bytes(len(self.ranks))
         name = f"{shm.segment_name(self.job, rank)}-{os.urandom(4).hex()}"
         self.segment = shm.Segment(name, len(self.ranks), size, create=True)
+        self.segment.publish_identity()
         try:
             store.set(f"shm/name/{rank}", name)
             for peer in self.ranks:
@@ -110,6 +120,11 @@ class LocalPeers:
                 self.channels[peer] = shm.ShmChannel(self.segment, theirs, slot, self.ranks.index(peer))
             store.set(f"shm/attached/{rank}", b"1")
             store.wait([f"shm/attached/{peer}" for peer in self.ranks], timeout=timeout)
+            # Each rank says in its own inbox whose memory it can read; a sender
+            # looks there before passing a large message by reference. A sender
+            # that looks before the probe is done just copies through the ring.
+            for peer, theirs in zip((p for p in self.ranks if p != rank), self._peer_segments):
+                self.segment.record_read(self.ranks.index(peer), self.single_copy_bytes > 0 and theirs.probe_owner())
         finally:
             # Once every peer has it mapped (or start-up failed), the name can go:
             # the memory lives until the last process unmaps it, crash or not.

@@ -25,13 +25,23 @@ import mmap
 import os
 import platform
 
-from meshcomm.transport import futex
+from meshcomm.transport import cma, futex
 
 DIRECTORY = "/dev/shm"
 _PAGE = 4096
 _DOORBELL_WORDS = 32  # u32 words: [0] = sequence (the futex word), [16] = sleeping, on another cache line
 _SEQ, _SLEEPING = 0, 16
-_TAIL, _HEAD = 0, 8  # u64 indices in a ring's control page, a cache line apart
+# u64 words in a ring's control page, each on its own cache line: the tail
+# (producer), the head (consumer), and how many messages sent by reference the
+# consumer has read (engine.py)
+_TAIL, _HEAD, _READ = 0, 8, 16
+# After the doorbell, on the first page: the owner's pid, the address of its
+# own mapping and a random nonce (so peers can probe reading its memory, cma.py),
+# then one byte per slot: whether the owner can read that peer's memory.
+_IDENTITY = 256
+_NONCE = _IDENTITY + 16
+_READS = 512
+READ_UNKNOWN, READ_OK, READ_REFUSED = 0, 1, 2
 
 
 def available() -> bool:
@@ -99,15 +109,41 @@ class Segment:
         self.doorbell = self._view[: _DOORBELL_WORDS * 4].cast("I")
         self._anchor = ctypes.c_uint32.from_buffer(self._map)  # keeps the word's address valid
         self.doorbell_address = ctypes.addressof(self._anchor)
+        self._identity = self._view[_IDENTITY : _IDENTITY + 16].cast("Q")
+        self._reads = self._view[_READS : _READS + npeers]
         self._rings: list[tuple[memoryview, memoryview]] = []
         for slot in range(npeers):
             start = _PAGE + slot * (_PAGE + ring_bytes)
-            control = self._view[start : start + 128].cast("Q")
+            control = self._view[start : start + 192].cast("Q")
             data = self._view[start + _PAGE : start + _PAGE + ring_bytes]
             self._rings.append((control, data))
 
     def ring(self, slot: int) -> tuple[memoryview, memoryview]:
         return self._rings[slot]
+
+    # ----- reading peers' memory directly (cma.py)
+
+    def publish_identity(self) -> None:
+        """Owner side: say where peers find this process's copy of the segment."""
+        self._view[_NONCE : _NONCE + 8] = os.urandom(8)
+        self._identity[1] = self.doorbell_address
+        self._identity[0] = os.getpid()
+
+    @property
+    def owner_pid(self) -> int:
+        return self._identity[0]
+
+    def probe_owner(self) -> bool:
+        """Whether this process can read the owner's memory: its nonce, read at its own address, matches."""
+        nonce = bytes(self._view[_NONCE : _NONCE + 8])
+        return cma.probe(self._identity[0], self._identity[1] + _NONCE, nonce)
+
+    def record_read(self, slot: int, ok: bool) -> None:
+        """Owner side: whether it can read the memory of the peer in `slot`."""
+        self._reads[slot] = READ_OK if ok else READ_REFUSED
+
+    def reads(self, slot: int) -> int:
+        return self._reads[slot]
 
     def unlink(self) -> None:
         unlink_quietly(self.path)
@@ -135,7 +171,7 @@ class Segment:
             words[_SLEEPING] = 0
 
     def close(self) -> None:
-        views = [self.doorbell, self._view] + [v for pair in self._rings for v in pair]
+        views = [self.doorbell, self._identity, self._reads, self._view] + [v for pair in self._rings for v in pair]
         self._rings = []
         for view in views:
             view.release()
@@ -152,9 +188,27 @@ class ShmChannel:
     def __init__(self, mine: Segment, theirs: Segment, my_slot: int, their_slot: int) -> None:
         self._mine = mine
         self._theirs = theirs
+        self._my_slot = my_slot
+        self.peer_pid = theirs.owner_pid
         self._out_control, self._out = theirs.ring(my_slot)
         self._in_control, self._in = mine.ring(their_slot)
         self._size = mine.ring_bytes
+
+    def peer_reads_mine(self) -> bool:
+        """Whether the peer found it can read this process's memory (so large messages may go by reference)."""
+        return self._theirs.reads(self._my_slot) == READ_OK
+
+    def references_read(self) -> int:
+        """Sender side: how many of this rank's messages by reference the peer has read."""
+        return self._out_control[_READ]
+
+    def count_reference_read(self) -> None:
+        """Receiver side: one more of the peer's references is read; its sender may reuse the buffer."""
+        control = self._in_control
+        control[_READ] += 1
+        words = self._theirs.doorbell
+        if words[_SLEEPING]:
+            self._theirs.ring_doorbell()
 
     def readable(self) -> bool:
         control = self._in_control

@@ -32,11 +32,19 @@ SURVIVOR_AND_VICTIM = textwrap.dedent(
             # Send part of a large all_reduce, then die holding the rest.
             dist.isend(np.ones(4 << 20, np.float32), dst=0, tag=5)
             time.sleep(0.2)
+        elif mode == "sender_dies_before_its_message_is_read":
+            # 4 MiB to a rank of this host go by reference: the bytes die with the sender.
+            dist.isend(np.ones(1 << 20, np.float32), dst=0, tag=6)
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.monotonic()
     try:
         if mode == "recv":
             dist.recv(np.zeros(4), src=1)
+        elif mode == "sender_dies_before_its_message_is_read":
+            time.sleep(0.5)
+            dist.recv(np.zeros(1 << 20, np.float32), src=1, tag=6)
+        elif mode == "receiver_dies_before_reading":
+            dist.send(np.ones(1 << 20, np.float32), dst=1, tag=7)
         else:
             dist.all_reduce(np.ones(4 << 20, np.float32))
         print("no error")
@@ -75,6 +83,15 @@ def run_pair(tmp_path, source: str, args: list[str], transport: str) -> tuple[li
 @pytest.mark.parametrize("mode", ["recv", "mid_all_reduce"])
 def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> None:
     procs, out, err = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], transport)
+    assert procs[1].returncode == -9
+    assert out.startswith("PeerLostError peer=1 "), out + err
+    print(out)
+
+
+@pytest.mark.parametrize("mode", ["sender_dies_before_its_message_is_read", "receiver_dies_before_reading"])
+def test_a_message_sent_by_reference_fails_when_either_end_dies(tmp_path, mode: str) -> None:
+    """Shared memory only: over TCP the kernel's buffers may hold the whole message, so both could succeed."""
+    procs, out, err = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], "auto")
     assert procs[1].returncode == -9
     assert out.startswith("PeerLostError peer=1 "), out + err
     print(out)

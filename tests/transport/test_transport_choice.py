@@ -1,8 +1,10 @@
 """Shared memory within a host, TCP between hosts, chosen per peer; both carry every operation.
 
 Each configuration is a cluster of real processes: shared memory with the
-default rings, shared memory with 4 KiB rings (every large message streams
-through a ring many times over, wrapping around), TCP only, and two fake hosts
+default rings (large messages go by reference where the kernel allows it),
+every message by reference, no message by reference (all through the rings),
+shared memory with 4 KiB rings (every large message streams through a ring
+many times over, wrapping around), TCP only, and two fake hosts
 (MESHCOMM_HOST_ID) so that one job mixes both transports.
 """
 
@@ -14,14 +16,16 @@ import numpy as np
 import pytest
 
 import meshcomm as dist
-from meshcomm.transport import shm
+from meshcomm.transport import cma, shm
 from tests.api import test_collectives as coll
 from tests.api import test_p2p as p2p
 from tests.cluster import Cluster
 
 CONFIGS = {
     "shm": (3, {}),
-    "shm-tiny-rings": (3, {"MESHCOMM_SHM_RING_BYTES": "4096"}),
+    "shm-tiny-rings": (3, {"MESHCOMM_SHM_RING_BYTES": "4096", "MESHCOMM_SINGLE_COPY_BYTES": "0"}),
+    "shm-all-by-reference": (3, {"MESHCOMM_SINGLE_COPY_BYTES": "1"}),
+    "shm-no-reference": (3, {"MESHCOMM_SINGLE_COPY_BYTES": "0"}),
     "tcp": (3, {"MESHCOMM_TRANSPORT": "tcp"}),
     "two-hosts": (4, {"MESHCOMM_HOST_ID": ["host-a", "host-a", "host-b", "host-b"]}),
 }
@@ -153,3 +157,47 @@ def send_completes_while_receiver_waits_elsewhere() -> bool:
 def test_a_send_completes_while_its_receiver_waits_on_another_peer(configured) -> None:
     _, cluster = configured
     assert all(cluster.run(send_completes_while_receiver_waits_elsewhere, timeout=30))
+
+
+def references_sent_in_a_large_exchange() -> tuple[list[int], int]:
+    """(what this rank's inbox says about reading each local peer, messages it sent by reference)
+    after a 3 MiB exchange with every peer."""
+    from meshcomm.api.state import runtime
+
+    rank, size = dist.get_rank(), dist.get_world_size()
+    out = np.full(3 << 20, rank, dtype=np.uint8)
+    got = {peer: np.zeros(3 << 20, dtype=np.uint8) for peer in range(size) if peer != rank}
+    works = [dist.isend(out, peer) for peer in got]
+    for peer, buffer in got.items():
+        dist.recv(buffer, peer)
+        assert (buffer == peer).all()
+    for work in works:
+        work.wait()
+    transport = runtime().transport
+    local = transport._local
+    reads = [local.segment.reads(local.ranks.index(p.rank)) for p in transport._shm_peers]
+    return reads, sum(p.lent_count for p in transport._shm_peers)
+
+
+def yama_forbids_reading_siblings() -> bool:
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return int(f.read()) > 0
+    except OSError:
+        return False
+
+
+def test_large_messages_go_by_reference_where_the_kernel_allows_it(configured) -> None:
+    name, cluster = configured
+    results = cluster.run(references_sent_in_a_large_exchange)
+    reads = [r for rank_reads, _ in results for r in rank_reads]
+    sent = [count for _, count in results]
+    if name in ("tcp",) or not shm.available():
+        assert reads == [] and sent == [0] * cluster.size
+    elif name in ("shm-no-reference", "shm-tiny-rings"):
+        assert set(reads) == {shm.READ_REFUSED} and sent == [0] * cluster.size
+    elif not cma.available() or yama_forbids_reading_siblings():
+        assert set(reads) == {shm.READ_REFUSED} and sent == [0] * cluster.size
+    else:
+        assert set(reads) == {shm.READ_OK}
+        assert all(count >= 1 for count in sent), sent

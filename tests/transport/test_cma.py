@@ -1,0 +1,86 @@
+"""Reading another process's memory (cma.py), and the probe that decides whether ranks may."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from meshcomm.transport import cma, shm
+
+pytestmark = pytest.mark.skipif(not cma.available(), reason="process_vm_readv needs Linux")
+
+HOLDER = """
+import sys
+import numpy as np
+data = (np.arange(3 << 20) % 251).astype(np.uint8)
+print(data.ctypes.data, flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def holder():
+    """A child process holding 3 MiB of known bytes; yields (pid, address), reaped afterwards."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        address = int(proc.stdout.readline())
+        yield proc.pid, address
+    finally:
+        proc.communicate(timeout=30)  # closes its stdin (it then exits) and both pipes
+
+
+def test_read_copies_the_other_process_s_bytes_exactly(holder) -> None:
+    import numpy as np
+
+    pid, address = holder
+    expected = (np.arange(3 << 20) % 251).astype(np.uint8)
+    target = np.zeros(3 << 20, np.uint8)
+    cma.read(pid, address, memoryview(target))
+    assert np.array_equal(target, expected)
+    part = bytearray(1000)
+    cma.read(pid, address + 5000, memoryview(part))
+    assert bytes(part) == expected[5000:6000].tobytes()
+    cma.read(pid, address, memoryview(bytearray(0)))  # nothing to read is no error
+
+
+def test_read_names_the_process_when_the_kernel_refuses(holder) -> None:
+    pid, address = holder
+    with pytest.raises(OSError, match=f"process {pid}"):
+        cma.read(pid, 4096, memoryview(bytearray(16)))  # an address the holder has not mapped
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=30)  # reaped, so its pid names no process
+    with pytest.raises(OSError, match=f"process {dead.pid}"):
+        cma.read(dead.pid, address, memoryview(bytearray(16)))
+
+
+def test_probe_is_true_only_for_the_expected_bytes(holder) -> None:
+    pid, address = holder
+    assert cma.probe(pid, address, bytes(range(8)))
+    assert not cma.probe(pid, address, bytes(range(1, 9)))
+    assert not cma.probe(pid, 4096, bytes(8))
+
+
+def test_a_segment_s_owner_can_be_probed_through_its_identity(tmp_path) -> None:
+    """The identity a segment's owner publishes (pid, address, nonce) lets a reader check it may read the owner."""
+    name = f"meshcomm-test-{os.getpid()}-identity"
+    owner = shm.Segment(name, 2, 4096, create=True)
+    try:
+        reader = shm.Segment(name, 2, 4096, create=False)
+        try:
+            assert not reader.probe_owner()  # nothing published yet: pid 0
+            owner.publish_identity()
+            assert reader.owner_pid == os.getpid()
+            assert reader.probe_owner()
+            assert owner.reads(1) == shm.READ_UNKNOWN
+            owner.record_read(1, True)
+            assert reader.reads(1) == shm.READ_OK
+            owner.record_read(1, False)
+            assert reader.reads(1) == shm.READ_REFUSED
+        finally:
+            reader.close()
+    finally:
+        owner.unlink()
+        owner.close()
