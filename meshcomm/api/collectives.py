@@ -309,7 +309,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
 def _all_to_all(g, buf: Buffer, output: np.ndarray, send: list[int], recv: list[int], finish, algorithm,
                 async_op, timeout, uniform: bool):
     if uniform:
-        counts = tuple(send[0] for _ in range(g.size * g.size))
+        counts = (send[0],) * (g.size * g.size)
         if recv != send:
             raise ValueError(f"output has {sum(recv)} elements but input has {sum(send)}; even splits need equal sizes")
     else:

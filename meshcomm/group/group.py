@@ -113,35 +113,13 @@ class Group:
         if plan is None:
             plan = self._plan(key, buffers)
         limit = self.timeout if timeout is None else timeout
-        if plan.board is not None:
-
-            def run(seq: int) -> None:
-                self._run_on_board(plan, seq, buffers, combine, limit)
-        else:
-            chunk_bytes = self.runtime.settings.chunk_bytes
-
-            def run(seq: int) -> None:
-                call = executor.Call(
-                    schedule=plan.schedule,
-                    buffers=buffers,
-                    combine=combine,
-                    peers=list(self.ranks),
-                    group_id=self.group_id,
-                    group_name=self.group_name,
-                    seq=seq,
-                    fingerprint=plan.fingerprint,
-                    chunk_bytes=chunk_bytes,
-                    timeout=limit,
-                    trace=self.runtime.trace,
-                )
-                executor.run(call, self.runtime.transport)
-
+        run = self._run_as_messages if plan.board is None else self._run_on_board
         recorder = self.runtime.recorder
 
         def job(seq: int) -> object:
             entry = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
             try:
-                run(seq)
+                run(plan, seq, buffers, combine, limit)
             except Exception as exc:
                 recorder.finish(entry, exc)
                 raise self.runtime.explain_failure(self, seq, entry, exc) from None
@@ -172,6 +150,22 @@ class Group:
                 self._plans.clear()
             self._plans[key] = plan
         return plan
+
+    def _run_as_messages(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+        call = executor.Call(
+            schedule=plan.schedule,
+            buffers=buffers,
+            combine=combine,
+            peers=list(self.ranks),
+            group_id=self.group_id,
+            group_name=self.group_name,
+            seq=seq,
+            fingerprint=plan.fingerprint,
+            chunk_bytes=self.runtime.settings.chunk_bytes,
+            timeout=timeout,
+            trace=self.runtime.trace,
+        )
+        executor.run(call, self.runtime.transport)
 
     # ----- the board: small `direct` collectives through shared memory
 
@@ -250,7 +244,8 @@ class Group:
                 work = Work(f"{description} (seq {seq})")
                 self._ensure_worker().put((work, job, seq))
         if not queued:
-            return _inline(job, seq)
+            job(seq)
+            return None
         if async_op:
             return work
         work.wait()
@@ -286,10 +281,6 @@ class Group:
         if self._board is not None:
             self._board.close()
             self._board = None
-
-
-def _inline(job: Callable[[int], object], seq: int) -> None:
-    job(seq)
 
 
 def _itemsize(buffers: dict) -> int:
