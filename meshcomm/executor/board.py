@@ -73,7 +73,9 @@ class Plan(NamedTuple):
 
 
 def plan(problem: Problem, me: int) -> Plan:
-    return Plan(problem, me, published_count(problem, me), read_from(problem, me), _COMPUTE[problem.collective](problem, me))
+    """Rank `me`'s plan for `problem` (a collective the board runs, see fits)."""
+    compute = _COMPUTE[problem.collective](problem, me)
+    return Plan(problem, me, published_count(problem, me), read_from(problem, me), compute)
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,

@@ -159,7 +159,7 @@ class Board:
         return self._data[member][slot][: self._heads[member][slot][1]]
 
     def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray:
-        """`data(member, seq)` as a numpy array of `dtype` (the same lifetime; ValueError if the bytes do not divide)."""
+        """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide)."""
         heads = self._heads[member]
         slot = 0 if heads[0][0] == seq + 1 else 1
         key = (member, slot, heads[slot][1], dtype)
