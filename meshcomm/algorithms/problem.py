@@ -129,3 +129,23 @@ class Problem:
         if c == "barrier":
             return 0
         return self.total
+
+
+_MADE: dict[tuple, Problem] = {}
+
+
+def problem_of(collective: str, nranks: int, counts: tuple = (), root: int = 0) -> Problem:
+    """Problem(collective, nranks, counts, root), one object for equal arguments.
+
+    The faces describe every call with it: a problem's checks then run once
+    per shape instead of on every call (a bad one raises each time, being
+    never kept), and the group finds its plan for the call by identity.
+    """
+    key = (collective, nranks, counts, root)
+    problem = _MADE.get(key)
+    if problem is None:
+        problem = Problem(collective, nranks, counts, root)
+        if len(_MADE) >= 4096:  # many shapes: keep the newest, not all
+            _MADE.clear()
+        _MADE[key] = problem
+    return problem

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshcomm.algorithms.problem import Problem
+from meshcomm.algorithms.problem import problem_of
 from meshcomm.api import ops as _ops
 from meshcomm.api.state import group_peer, resolve_group
 from meshcomm.api.tensors import Buffer, as_buffer, same_dtype
@@ -17,20 +17,29 @@ from meshcomm.executor import narrow_floats
 from meshcomm.executor.reduce_ops import combiner
 
 
+_COMBINES: dict[tuple, object] = {}  # (op name, storage dtype, logical dtype) -> combine, for pairs that passed
+
+
 def _reduction(op, buffer: Buffer, group_size: int):
-    """(op name, combine, finishing step) for `op` on `buffer`, checked before data moves."""
+    """(op name, combine, finishing scale) for `op` on `buffer`, checked before data moves."""
     op = _ops.resolve(op)
-    combine = combiner(op.name, buffer.flat.dtype, buffer.logical)
-    scale = None
-    if op.name == "avg":
-        if buffer.flat.dtype.kind not in "fc" and buffer.logical is None:
-            raise TypeError(f"ReduceOp.AVG needs a floating or complex dtype, got {buffer.dtype_name}")
-        scale = 1.0 / group_size
-    elif op.name == "premul_sum":
-        if buffer.flat.dtype.kind not in "fc" and buffer.logical is None:
-            raise TypeError(f"premul_sum needs a floating or complex dtype, got {buffer.dtype_name}")
-        scale = op.factor
-    return op.name, combine, scale
+    name = op.name
+    key = (name, buffer.flat.dtype, buffer.logical)
+    combine = _COMBINES.get(key)
+    if combine is None:
+        combine = combiner(name, buffer.flat.dtype, buffer.logical)
+        if name == "avg":
+            if buffer.flat.dtype.kind not in "fc" and buffer.logical is None:
+                raise TypeError(f"ReduceOp.AVG needs a floating or complex dtype, got {buffer.dtype_name}")
+        elif name == "premul_sum":
+            if buffer.flat.dtype.kind not in "fc" and buffer.logical is None:
+                raise TypeError(f"premul_sum needs a floating or complex dtype, got {buffer.dtype_name}")
+        _COMBINES[key] = combine
+    if name == "avg":
+        return name, combine, 1.0 / group_size
+    if name == "premul_sum":
+        return name, combine, op.factor
+    return name, combine, None
 
 
 def _scale(flat: np.ndarray, logical: str | None, factor: float | None) -> None:
@@ -52,6 +61,13 @@ def _then(*steps):
     return run
 
 
+def _finishing(buf: Buffer, factor: float | None = None):
+    """What completes a call writing into `buf`: the reduction's scaling, the copy back; None when nothing does."""
+    if factor is None:
+        return None if buf.writeback is None else buf.finish
+    return _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish)
+
+
 def _check_list(values, name: str, length: int) -> list:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{name} must be a list, got {type(values).__name__}")
@@ -65,9 +81,9 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
     g = resolve_group(group)
     root = group_peer(g, src, group_src, "src")
     buf = as_buffer(tensor, "tensor", writable=True)
-    problem = Problem("broadcast", g.size, (buf.count,), root)
+    problem = problem_of("broadcast", g.size, (buf.count,), root)
     buffers = {"input": buf.flat, "output": buf.flat}
-    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, buf.finish, timeout)
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, _finishing(buf), timeout)
 
 
 def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -75,8 +91,8 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
     g = resolve_group(group)
     buf = as_buffer(tensor, "tensor", writable=True)
     name, combine, factor = _reduction(op, buf, g.size)
-    problem = Problem("all_reduce", g.size, (buf.count,))
-    finish = _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish)
+    problem = problem_of("all_reduce", g.size, (buf.count,))
+    finish = _finishing(buf, factor)
     buffers = {"input": buf.flat, "output": buf.flat}
     return g.collective(problem, buffers, buf.dtype_name, name, combine, algorithm, async_op, finish, timeout)
 
@@ -89,9 +105,9 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
     is_root = g.rank == root
     buf = as_buffer(tensor, "tensor", writable=is_root)
     name, combine, factor = _reduction(op, buf, g.size)
-    problem = Problem("reduce", g.size, (buf.count,), root)
+    problem = problem_of("reduce", g.size, (buf.count,), root)
     output = buf.flat if is_root else np.empty_like(buf.flat)
-    finish = _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish) if is_root else None
+    finish = _finishing(buf, factor) if is_root else None
     buffers = {"input": buf.flat, "output": output}
     return g.collective(problem, buffers, buf.dtype_name, name, combine, algorithm, async_op, finish, timeout)
 
@@ -108,7 +124,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
         raise ValueError(
             f"tensor has {buf.count} elements but tensor_list[{g.rank}] (this rank's slot) has {counts[g.rank]}"
         )
-    problem = Problem("all_gather", g.size, counts)
+    problem = problem_of("all_gather", g.size, counts)
     output = np.empty(sum(counts), dtype=buf.flat.dtype)
     offsets = problem.offsets()
 
@@ -132,9 +148,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
             f"output_tensor must have group size x input_tensor elements ({g.size} x {buf.count} = "
             f"{g.size * buf.count}), got {out.count}"
         )
-    problem = Problem("all_gather", g.size, (buf.count,) * g.size)
+    problem = problem_of("all_gather", g.size, (buf.count,) * g.size)
     buffers = {"input": buf.flat, "output": out.flat}
-    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, out.finish, timeout)
+    return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, _finishing(out), timeout)
 
 
 def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
@@ -149,9 +165,9 @@ def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_o
     if counts[g.rank] != out.count:
         raise ValueError(f"output has {out.count} elements but input_list[{g.rank}] has {counts[g.rank]}")
     name, combine, factor = _reduction(op, out, g.size)
-    problem = Problem("reduce_scatter", g.size, counts)
+    problem = problem_of("reduce_scatter", g.size, counts)
     joined = np.concatenate([item.flat for item in ins]) if ins else np.empty(0, out.flat.dtype)
-    finish = _then(lambda: _scale(out.flat, out.logical, factor), out.finish)
+    finish = _finishing(out, factor)
     buffers = {"input": joined, "output": out.flat}
     return g.collective(problem, buffers, out.dtype_name, name, combine, algorithm, async_op, finish, timeout)
 
@@ -169,8 +185,8 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
             f"got {buf.count}"
         )
     name, combine, factor = _reduction(op, out, g.size)
-    problem = Problem("reduce_scatter", g.size, (out.count,) * g.size)
-    finish = _then(lambda: _scale(out.flat, out.logical, factor), out.finish)
+    problem = problem_of("reduce_scatter", g.size, (out.count,) * g.size)
+    finish = _finishing(out, factor)
     buffers = {"input": buf.flat, "output": out.flat}
     return g.collective(problem, buffers, out.dtype_name, name, combine, algorithm, async_op, finish, timeout)
 
@@ -182,7 +198,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     root = group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
     buf = as_buffer(tensor, "tensor")
     counts = (buf.count,) * g.size
-    problem = Problem("gather", g.size, counts, root)
+    problem = problem_of("gather", g.size, counts, root)
     if g.rank == root:
         outs = [as_buffer(t, f"gather_list[{i}]", writable=True)
                 for i, t in enumerate(_check_list(gather_list, "gather_list", g.size))]
@@ -210,7 +226,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     g = resolve_group(group)
     root = group_peer(g, 0 if src is None and group_src is None else src, group_src, "src")
     out = as_buffer(tensor, "tensor", writable=True)
-    problem = Problem("scatter", g.size, (out.count,) * g.size, root)
+    problem = problem_of("scatter", g.size, (out.count,) * g.size, root)
     if g.rank == root:
         ins = [as_buffer(t, f"scatter_list[{i}]") for i, t in enumerate(_check_list(scatter_list, "scatter_list", g.size))]
         for i, item in enumerate(ins):
@@ -223,7 +239,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             raise ValueError(f"scatter_list must be given on the source rank only (src={g.ranks[root]})")
         joined = np.empty(0, dtype=out.flat.dtype)
     buffers = {"input": joined, "output": out.flat}
-    return g.collective(problem, buffers, out.dtype_name, "none", None, algorithm, async_op, out.finish, timeout)
+    return g.collective(problem, buffers, out.dtype_name, "none", None, algorithm, async_op, _finishing(out), timeout)
 
 
 def _splits(sizes, name: str, total: int, size: int, row: int) -> list[int]:
@@ -261,7 +277,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     out_rows, out_row = _rows(out, tuple(output.shape))
     send = _splits(input_split_sizes, "input_split_sizes", in_rows, g.size, in_row)
     recv = _splits(output_split_sizes, "output_split_sizes", out_rows, g.size, out_row)
-    return _all_to_all(g, buf, out.flat, send, recv, out.finish, algorithm, async_op, timeout,
+    return _all_to_all(g, buf, out.flat, send, recv, _finishing(out), algorithm, async_op, timeout,
                        uniform=input_split_sizes is None and output_split_sizes is None)
 
 
@@ -293,12 +309,12 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
 def _all_to_all(g, buf: Buffer, output: np.ndarray, send: list[int], recv: list[int], finish, algorithm,
                 async_op, timeout, uniform: bool):
     if uniform:
-        counts = tuple(send[0] for _ in range(g.size * g.size))
+        counts = (send[0],) * (g.size * g.size)
         if recv != send:
             raise ValueError(f"output has {sum(recv)} elements but input has {sum(send)}; even splits need equal sizes")
     else:
         counts = _exchange_matrix(g, send, recv, timeout)
-    problem = Problem("all_to_all", g.size, counts)
+    problem = problem_of("all_to_all", g.size, counts)
     buffers = {"input": buf.flat, "output": output}
     return g.collective(problem, buffers, buf.dtype_name, "none", None, algorithm, async_op, finish, timeout)
 
@@ -307,7 +323,7 @@ def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:
     """Every rank learns the whole send matrix, and uneven splits are checked against each other."""
     mine = np.asarray(send, dtype=np.int64)
     matrix = np.empty(g.size * g.size, dtype=np.int64)
-    problem = Problem("all_gather", g.size, (g.size,) * g.size)
+    problem = problem_of("all_gather", g.size, (g.size,) * g.size)
     g.collective(problem, {"input": mine, "output": matrix}, "int64", "none", None, None, False, None, timeout)
     table = matrix.reshape(g.size, g.size)
     column = table[:, g.rank].tolist()
@@ -322,7 +338,7 @@ def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:
 def barrier(group=None, async_op=False, device_ids=None, *, algorithm=None, timeout=None):
     """Return once every rank of the group has entered the barrier."""
     g = resolve_group(group)
-    problem = Problem("barrier", g.size, ())
+    problem = problem_of("barrier", g.size, ())
     return g.collective(problem, {}, "uint8", "none", None, algorithm, async_op, None, timeout)
 
 
@@ -332,8 +348,8 @@ def _prefix(name: str, tensor, op, group, async_op, algorithm, timeout):
     op_name, combine, factor = _reduction(op, buf, g.size)
     if op_name == "avg":
         raise TypeError(f"ReduceOp.AVG is not defined for {name}")
-    problem = Problem(name, g.size, (buf.count,))
-    finish = _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish)
+    problem = problem_of(name, g.size, (buf.count,))
+    finish = _finishing(buf, factor)
     buffers = {"input": buf.flat, "output": buf.flat}
     return g.collective(problem, buffers, buf.dtype_name, op_name, combine, algorithm, async_op, finish, timeout)
 

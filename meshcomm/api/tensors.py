@@ -48,27 +48,24 @@ def as_buffer(obj: Any, name: str, writable: bool = False) -> Buffer:
     raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(obj).__name__}")
 
 
-_DTYPE_NAMES: dict[np.dtype, str] = {}
-
-
-def _dtype_name(dtype: np.dtype) -> str:
-    # numpy computes dtype.name in Python each time; it is on every call's path.
-    try:
-        return _DTYPE_NAMES[dtype]
-    except KeyError:
-        return _DTYPE_NAMES.setdefault(dtype, dtype.name)
+_ACCEPTED: dict[np.dtype, tuple[str, str | None]] = {}  # dtype -> (name, logical) for the dtypes meshcomm sends
 
 
 def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
-    dtype_name = _dtype_name(array.dtype)
-    logical = dtype_name if dtype_name in narrow_floats.NARROW else None  # ml_dtypes' bfloat16, float8
-    if array.dtype.kind not in "biufc" and logical is None:
-        raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
+    # numpy computes dtype.name in Python each time; it is on every call's path.
+    accepted = _ACCEPTED.get(array.dtype)
+    if accepted is None:
+        dtype_name = array.dtype.name
+        logical = dtype_name if dtype_name in narrow_floats.NARROW else None  # ml_dtypes' bfloat16, float8
+        if array.dtype.kind not in "biufc" and logical is None:
+            raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
+        accepted = _ACCEPTED[array.dtype] = (dtype_name, logical)
+    dtype_name, logical = accepted
     if writable and not array.flags.writeable:
         raise ValueError(f"{name} is read-only, but this operation writes its result into it")
     storage = array.view(narrow_floats.storage(logical)) if logical else array
     if storage.flags.c_contiguous:
-        return Buffer(storage.reshape(-1), dtype_name, logical, None)
+        return Buffer(storage if storage.ndim == 1 else storage.reshape(-1), dtype_name, logical, None)
     copy = np.ascontiguousarray(storage)
 
     def writeback() -> None:

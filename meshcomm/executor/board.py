@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -61,25 +62,36 @@ def fits(problem: Problem, itemsize: int) -> bool:
             and largest_post(problem) * itemsize <= SLOT_BYTES)
 
 
-def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
-        timeout: float, spin: float, between, group_name: str, peers: list[int]) -> None:
+class Plan(NamedTuple):
+    """What rank `me` derives from a problem for its board calls, once per problem instead of on every call."""
+
+    problem: Problem
+    me: int
+    count: int  # elements it publishes
+    read: tuple[int, ...]  # members whose slots it reads
+    compute: Callable  # compute(part, out, combine): its output from part(member), the members' published arrays
+
+
+def plan(problem: Problem, me: int) -> Plan:
+    """Rank `me`'s plan for `problem` (a collective the board runs, see fits)."""
+    compute = _COMPUTE[problem.collective](problem, me)
+    return Plan(problem, me, published_count(problem, me), read_from(problem, me), compute)
+
+
+def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
+        timeout: float, spin: float, between, group_name: str, peers) -> None:
     """One collective on the board; `between(missing)` raises when a missing member is lost or the call is given up.
 
     `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
-    source = buffers.get("input")
-    count = published_count(problem, me)
+    me, count, read = plan.me, plan.count, plan.read
     deadline = time.monotonic() + timeout
-
-    def mismatch(member: int, theirs: bytes, how: str) -> CollectiveMismatchError:
-        called = f"called {fp.describe(theirs)}" if theirs != fingerprint else "ran it with another algorithm"
-        return CollectiveMismatchError(
-            f"collective mismatch in group {group_name!r} at seq {seq}: this rank called {fp.describe(fingerprint)} "
-            f"on the group's shared-memory board but rank {member} {called}{how}"
-        )
-
-    read = read_from(problem, me)
+    if count:
+        source = buffers["input"]
+        payload = byte_view(source if count == source.size else source[:count])
+    else:
+        payload = _NOTHING
     try:
-        board.post(me, seq, fingerprint, byte_view(source[:count]) if count else _NOTHING, spin, deadline, between)
+        board.post(me, seq, fingerprint, payload, spin, deadline, between)
         board.wait(me, seq, read, spin, deadline, between)
     except TimeoutError as exc:
         raise CommTimeoutError(
@@ -89,18 +101,27 @@ def run(board, problem: Problem, me: int, seq: int, fingerprint: bytes, buffers:
     except CollectiveMismatchError as exc:
         if getattr(exc, "from_notice", False) or getattr(exc, "theirs", None) is None:
             raise
-        raise mismatch(peers.index(exc.peer), exc.theirs, " as messages") from None
-    for member in read:
-        theirs = board.fingerprint(member, seq)
-        if theirs != fingerprint:
-            raise mismatch(member, theirs, "")
-
+        raise _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages") from None
+    member = board.agree(read, seq, fingerprint)
+    if member is not None:
+        raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
     output = buffers.get("output")  # a barrier has none, and computes nothing
+    if output is not None:
+        dtype = output.dtype
+        plan.compute(lambda member: board.array(member, seq, dtype), output, combine)
 
-    def contribution(member: int) -> np.ndarray:
-        return np.frombuffer(board.data(member, seq), dtype=output.dtype)
 
-    _COMPUTE[problem.collective](problem, me, contribution, output, combine)
+def _mismatch(group_name: str, seq: int, fingerprint: bytes, member: int, theirs: bytes,
+              how: str) -> CollectiveMismatchError:
+    called = f"called {fp.describe(theirs)}" if theirs != fingerprint else "ran it with another algorithm"
+    return CollectiveMismatchError(
+        f"collective mismatch in group {group_name!r} at seq {seq}: this rank called {fp.describe(fingerprint)} "
+        f"on the group's shared-memory board but rank {member} {called}{how}"
+    )
+
+
+# Each collective's computation, specialised for one problem and rank: part(member) is what
+# `member` published, out this rank's output.
 
 
 def _combined(n: int, part, out: np.ndarray, combine: Combine) -> None:
@@ -110,43 +131,68 @@ def _combined(n: int, part, out: np.ndarray, combine: Combine) -> None:
         combine(out, part(member))
 
 
-def _all_reduce(problem, me, contribution, out, combine) -> None:
-    _combined(problem.nranks, contribution, out, combine)
+def _nothing(part, out, combine) -> None:
+    pass
 
 
-def _reduce(problem, me, contribution, out, combine) -> None:
-    if me == problem.root:
-        _combined(problem.nranks, contribution, out, combine)
+def _all_reduce(problem: Problem, me: int) -> Callable:
+    return functools.partial(_combined, problem.nranks)
 
 
-def _broadcast(problem, me, contribution, out, combine) -> None:
-    if me != problem.root:
-        np.copyto(out, contribution(problem.root))
+def _reduce(problem: Problem, me: int) -> Callable:
+    return functools.partial(_combined, problem.nranks) if me == problem.root else _nothing
 
 
-def _all_gather(problem, me, contribution, out, combine) -> None:
+def _broadcast(problem: Problem, me: int) -> Callable:
+    root = problem.root
+    if me == root:
+        return _nothing
+
+    def compute(part, out, combine) -> None:
+        np.copyto(out, part(root))
+
+    return compute
+
+
+def _all_gather(problem: Problem, me: int) -> Callable:
     offsets = problem.offsets()
-    for member in range(problem.nranks):
-        out[offsets[member] : offsets[member + 1]] = contribution(member)
+    blocks = [(member, offsets[member], offsets[member + 1]) for member in range(problem.nranks)]
+
+    def compute(part, out, combine) -> None:
+        for member, lo, hi in blocks:
+            out[lo:hi] = part(member)
+
+    return compute
 
 
-def _reduce_scatter(problem, me, contribution, out, combine) -> None:
-    lo, hi = problem.offsets()[me : me + 2]
-    _combined(problem.nranks, lambda member: contribution(member)[lo:hi], out, combine)
-
-
-def _all_to_all(problem, me, contribution, out, combine) -> None:
+def _reduce_scatter(problem: Problem, me: int) -> Callable:
     n = problem.nranks
+    lo, hi = problem.offsets()[me : me + 2]
+
+    def compute(part, out, combine) -> None:
+        _combined(n, lambda member: part(member)[lo:hi], out, combine)
+
+    return compute
+
+
+def _all_to_all(problem: Problem, me: int) -> Callable:
+    pieces = []  # (member, start in its row, count, where it goes in our output)
     at = 0
-    for member in range(n):
+    for member in range(problem.nranks):
         start = sum(problem.matrix(member, j) for j in range(me))
         count = problem.matrix(member, me)
-        out[at : at + count] = contribution(member)[start : start + count]
+        pieces.append((member, start, count, at))
         at += count
 
+    def compute(part, out, combine) -> None:
+        for member, start, count, at in pieces:
+            out[at : at + count] = part(member)[start : start + count]
 
-def _barrier(problem, me, contribution, out, combine) -> None:
-    pass
+    return compute
+
+
+def _barrier(problem: Problem, me: int) -> Callable:
+    return _nothing
 
 
 _COMPUTE = {

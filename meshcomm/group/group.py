@@ -14,7 +14,7 @@ import hashlib
 import queue
 import sys
 import threading
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
@@ -27,6 +27,18 @@ from meshcomm.transport.board import Board
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
 
+
+_PLANS_KEPT = 512  # a group's calls of that many shapes, dtypes and ops find their plan made
+
+
+class _Plan(NamedTuple):
+    """How this rank runs calls of one (problem, dtype, op, itemsize, algorithm); see Group._plan."""
+
+    fingerprint: bytes
+    algorithm: str
+    description: str
+    board: board_executor.Plan | None  # on the group's board, or
+    schedule: object  # as messages, by this schedule
 
 
 @functools.lru_cache(maxsize=512)
@@ -59,6 +71,7 @@ class Group:
         self._mailbox = None
         self._on_one_host: bool | None = None  # every member shares memory with this rank (decided at first need)
         self._board: Board | None = None
+        self._plans: dict[tuple, _Plan] = {}  # see _plan
 
     def __repr__(self) -> str:
         return f"<Group {self.group_name!r} ranks={list(self.ranks)}>"
@@ -95,6 +108,31 @@ class Group:
         timeout: float | None = None,
     ) -> Work | None:
         """Run (or queue) one collective described by `problem` on this rank's buffers."""
+        key = (problem, dtype_name, op_name, _itemsize(buffers), algorithm)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(key, buffers)
+        limit = self.timeout if timeout is None else timeout
+        run = self._run_as_messages if plan.board is None else self._run_on_board
+        recorder = self.runtime.recorder
+
+        def job(seq: int) -> object:
+            entry = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
+            try:
+                run(plan, seq, buffers, combine, limit)
+            except Exception as exc:
+                recorder.finish(entry, exc)
+                raise self.runtime.explain_failure(self, seq, entry, exc) from None
+            recorder.finish(entry)
+            return finish() if finish is not None else None
+
+        return self.submit(plan.description, job, async_op)
+
+    def _plan(self, key: tuple, buffers: dict) -> _Plan:
+        """How this rank runs every call of `key` (problem, dtype, op, itemsize, algorithm): all of it is decided
+        alike for each such call, so it is kept for the next one. Not under MESHCOMM_DEBUG, where every call is
+        to print its choice."""
+        problem, dtype_name, op_name, _, algorithm = key
         if self.hosts:
             problem = dataclasses.replace(problem, hosts=self.hosts)
         if algorithm is None:
@@ -102,44 +140,32 @@ class Group:
         elif self._debug:
             self._say_choice(problem, buffers, algorithm, "algorithm=; ")
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
-        limit = self.timeout if timeout is None else timeout
+        description = f"{problem.collective} on group {self.group_name!r}"
         if algorithm == "direct" and self._fits_board(problem, buffers):
-
-            def run(seq: int) -> None:
-                self._run_on_board(problem, seq, fingerprint, buffers, combine, limit)
+            plan = _Plan(fingerprint, algorithm, description, board_executor.plan(problem, self.rank), None)
         else:
-            schedule = _schedule(problem, self.rank, algorithm)
-            chunk_bytes = self.runtime.settings.chunk_bytes
+            plan = _Plan(fingerprint, algorithm, description, None, _schedule(problem, self.rank, algorithm))
+        if not self._debug:
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
-            def run(seq: int) -> None:
-                call = executor.Call(
-                    schedule=schedule,
-                    buffers=buffers,
-                    combine=combine,
-                    peers=list(self.ranks),
-                    group_id=self.group_id,
-                    group_name=self.group_name,
-                    seq=seq,
-                    fingerprint=fingerprint,
-                    chunk_bytes=chunk_bytes,
-                    timeout=limit,
-                    trace=self.runtime.trace,
-                )
-                executor.run(call, self.runtime.transport)
-
-        recorder = self.runtime.recorder
-
-        def job(seq: int) -> object:
-            entry = recorder.start(self.group_name, seq, fingerprint, algorithm, self.ranks)
-            try:
-                run(seq)
-            except Exception as exc:
-                recorder.finish(entry, exc)
-                raise self.runtime.explain_failure(self, seq, entry, exc) from None
-            recorder.finish(entry)
-            return finish() if finish is not None else None
-
-        return self.submit(f"{problem.collective} on group {self.group_name!r}", job, async_op)
+    def _run_as_messages(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+        call = executor.Call(
+            schedule=plan.schedule,
+            buffers=buffers,
+            combine=combine,
+            peers=list(self.ranks),
+            group_id=self.group_id,
+            group_name=self.group_name,
+            seq=seq,
+            fingerprint=plan.fingerprint,
+            chunk_bytes=self.runtime.settings.chunk_bytes,
+            timeout=timeout,
+            trace=self.runtime.trace,
+        )
+        executor.run(call, self.runtime.transport)
 
     # ----- the board: small `direct` collectives through shared memory
 
@@ -151,8 +177,7 @@ class Group:
             self._on_one_host = self.runtime.transport.shares_memory_with(self.ranks)
         return self._on_one_host
 
-    def _run_on_board(self, problem: Problem, seq: int, fingerprint: bytes, buffers: dict, combine,
-                      timeout: float) -> None:
+    def _run_on_board(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
         transport = self.runtime.transport
         transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
         if self._board is None:
@@ -162,15 +187,15 @@ class Group:
                                      self.rank, self.size, board_executor.SLOT_BYTES, transport.job, timeout)
         trace = self.runtime.trace
         start = trace.now() if trace is not None else 0
-        board_executor.run(self._board, problem, self.rank, seq, fingerprint, buffers, combine,
+        board_executor.run(self._board, plan.board, seq, plan.fingerprint, buffers, combine,
                            timeout, transport.spin_seconds,
                            lambda missing: transport.check_call([self.ranks[m] for m in missing], self.group_id, seq),
                            self.group_name,
-                           list(self.ranks))
+                           self.ranks)
         if trace is not None:
-            trace.complete("collective", problem.collective, start, trace.now(),
+            trace.complete("collective", plan.board.problem.collective, start, trace.now(),
                            {"group": self.group_name, "group_id": self.group_id, "seq": seq, "algorithm": "direct",
-                            "call": fp.describe(fingerprint), "board": True})
+                            "call": fp.describe(plan.fingerprint), "board": True})
 
     def algorithm_for(self, problem: Problem, buffers: dict) -> str:
         """The user's MESHCOMM_ALGO choice for this collective, else the tuning file's measured or the model's pick."""
@@ -219,7 +244,8 @@ class Group:
                 work = Work(f"{description} (seq {seq})")
                 self._ensure_worker().put((work, job, seq))
         if not queued:
-            return _inline(job, seq)
+            job(seq)
+            return None
         if async_op:
             return work
         work.wait()
@@ -255,10 +281,6 @@ class Group:
         if self._board is not None:
             self._board.close()
             self._board = None
-
-
-def _inline(job: Callable[[int], object], seq: int) -> None:
-    job(seq)
 
 
 def _itemsize(buffers: dict) -> int:

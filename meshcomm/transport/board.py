@@ -29,6 +29,8 @@ import ctypes
 import os
 import time
 
+import numpy as np
+
 from meshcomm.transport import futex
 from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 
@@ -71,6 +73,9 @@ class Board:
             self._data.append(data)
         self._posts = 0  # this member's board calls so far: which of its slots the next one takes
         self._previous: int | None = None  # the sequence number of its last board call
+        # (member, slot, nbytes, dtype) -> a numpy view of those published bytes: readers of small
+        # calls of one shape find theirs made, instead of paying np.frombuffer on every call.
+        self._arrays: dict[tuple, np.ndarray] = {}
 
     @classmethod
     def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float) -> "Board":
@@ -115,12 +120,15 @@ class Board:
         """
         if self._previous is not None:
             newer = self._previous + 1  # heads hold seq + 1
+            for heads in self._heads:  # usually all there: one look each, and no waiting set up
+                if heads[0][0] < newer and heads[1][0] < newer:
 
-            def caught_up(member: int) -> bool:
-                heads = self._heads[member]
-                return max(heads[0][0], heads[1][0]) >= newer
+                    def caught_up(member: int) -> bool:
+                        heads = self._heads[member]
+                        return max(heads[0][0], heads[1][0]) >= newer
 
-            self._wait(me, caught_up, spin, deadline, between)
+                    self._wait(me, caught_up, spin, deadline, between)
+                    break
         self._previous = seq
         parity = self._posts & 1
         self._posts += 1
@@ -150,6 +158,25 @@ class Board:
         slot = self._slot(member, seq)
         return self._data[member][slot][: self._heads[member][slot][1]]
 
+    def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray:
+        """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide)."""
+        heads = self._heads[member]
+        slot = 0 if heads[0][0] == seq + 1 else 1
+        key = (member, slot, heads[slot][1], dtype)
+        array = self._arrays.get(key)
+        if array is None:
+            if len(self._arrays) >= 256:  # many shapes: keep the newest, not all
+                self._arrays.clear()
+            array = self._arrays[key] = np.frombuffer(self._data[member][slot][: key[2]], dtype=dtype)
+        return array
+
+    def agree(self, members, seq: int, fingerprint: bytes) -> int | None:
+        """The first of `members` whose post of call `seq` carries another fingerprint, or None when all agree."""
+        for member in members:
+            if self._fingerprints[member][self._slot(member, seq)] != fingerprint:
+                return member
+        return None
+
     def wait(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
         """Until each of `members` has posted call `seq`: spin `spin` seconds, then sleep on our bell.
 
@@ -158,7 +185,12 @@ class Board:
         job aborted). Past `deadline` a TimeoutError names the members that
         have not posted.
         """
-        self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
+        published = seq + 1
+        for member in members:  # usually all there: one look each, and no waiting set up
+            heads = self._heads[member]
+            if heads[0][0] != published and heads[1][0] != published:
+                self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
+                return
 
     def _wait(self, me: int, ready, spin: float, deadline: float, between, members=None) -> None:
         candidates = range(self.nmembers) if members is None else members
@@ -189,6 +221,7 @@ class Board:
             missing = [m for m in missing if not ready(m)]
 
     def close(self) -> None:
+        self._arrays.clear()  # they hold the data views, which cannot be released under them
         views = [self._view, *self._control]
         for per_member in (self._heads, self._fingerprints, self._data):
             views.extend(v for pair in per_member for v in pair)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from meshcomm.transport.board import Board
@@ -89,3 +90,28 @@ def test_a_member_that_reads_nothing_gets_one_call_ahead_and_no_further(boards) 
 
 def test_nothing_is_left_in_dev_shm(boards) -> None:
     assert not os.path.exists(boards[0].path)
+
+
+def test_arrays_of_posts_follow_the_slot_size_and_dtype_of_each_call(boards) -> None:
+    writer, reader = boards[1], boards[0]
+    everyone = (0, 1, 2)
+    calls = [(7, np.arange(4, dtype=np.float32)), (9, np.arange(4, dtype=np.float32) + 10),
+             (12, np.arange(4, dtype=np.float32) + 20),  # call 7's slot and size: the same view, new bytes
+             (14, np.arange(3, dtype=np.float32) + 30), (16, np.arange(3, dtype=np.int16) + 40)]
+    for seq, data in calls:
+        post(writer, 1, seq, data.tobytes())
+        post(boards[0], 0, seq, b"")
+        post(boards[2], 2, seq, b"")
+        got = reader.array(1, seq, data.dtype)
+        assert got.dtype == data.dtype and np.array_equal(got, data), seq
+        assert reader.agree(everyone, seq, PRINT) is None
+    assert bytes(reader.array(1, 16, np.dtype(np.uint8))) == calls[-1][1].tobytes()
+    with pytest.raises(ValueError):  # 6 bytes are no whole number of float32s
+        reader.array(1, 16, np.dtype(np.float32))
+
+
+def test_agree_names_the_first_member_whose_post_carries_another_fingerprint(boards) -> None:
+    post(boards[0], 0, 3, b"")
+    boards[1].post(1, 3, bytes(16), memoryview(b""), spin=0.0, deadline=float("inf"), between=lambda missing: None)
+    post(boards[2], 2, 3, b"")
+    assert boards[2].agree((0, 1), 3, PRINT) == 1 and boards[2].agree((0,), 3, PRINT) is None
