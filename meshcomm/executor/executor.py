@@ -130,7 +130,9 @@ _SLOTS = 4  # pieces of one received-and-reduced message in flight at once
 
 class _Step(NamedTuple):
     local: tuple  # (_COPY | _REDUCE, dst buffer, dst lo, dst hi, src buffer, src lo, src hi)
-    comms: tuple  # in listed order: (_SEND | _RECV, peer, buffer, lo, hi, message bytes) per piece, (_RECV_REDUCE, i, ...) per op
+    # in listed order: (_SEND | _RECV, peer, buffer, lo, hi, message bytes or None: not by reference) per piece,
+    # (_RECV_REDUCE, i, ...) per op
+    comms: tuple
     recv_reduces: tuple  # (peer, dst buffer, pieces ((lo, hi), ...), slot roles, elements per slot)
 
 
@@ -157,6 +159,9 @@ def _compile(step: tuple, itemsize: int, chunk_bytes: int) -> _Step:
     # peer, so a step receiving twice from one peer gives every piece its own slot.
     sources = [op.peer for op in step if isinstance(op, (Recv, RecvReduce))]
     window = _SLOTS if len(sources) == len(set(sources)) else None
+    # A step that only sends (a broadcast's root) streams its messages: passed by
+    # reference, the receiver would copy every byte while this rank sat idle.
+    by_reference = bool(sources)
     for number, op in enumerate(step):
         if isinstance(op, (Copy, Reduce)):
             kind = _COPY if isinstance(op, Copy) else _REDUCE
@@ -165,7 +170,8 @@ def _compile(step: tuple, itemsize: int, chunk_bytes: int) -> _Step:
             where = op.src if isinstance(op, Send) else op.dst
             kind = _SEND if isinstance(op, Send) else _RECV
             for lo, hi in _pieces(where.count, itemsize, chunk_bytes):
-                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi, where.count * itemsize))
+                comms.append((kind, op.peer, where.buf, where.offset + lo, where.offset + hi,
+                              where.count * itemsize if by_reference else None))
         elif isinstance(op, RecvReduce):
             where = op.dst
             pieces = tuple((where.offset + lo, where.offset + hi) for lo, hi in _pieces(where.count, itemsize, chunk_bytes))

@@ -336,19 +336,21 @@ class Transport:
     # ----- posting operations
 
     def isend(self, peer: int, payload: memoryview, key: wire.Key, fingerprint: bytes = wire.NO_FINGERPRINT,
-              message_bytes: int = 0) -> Handle:
+              message_bytes: int | None = 0) -> Handle:
         """Queue `payload` (not copied: keep it unchanged until the handle completes) for `peer`.
 
-        `message_bytes`: the whole message when `payload` is one piece of it.
-        Pieces of a large message go by reference: the reader's wait for each
-        is hidden behind the next piece, which it is not for a lone message."""
+        `message_bytes`: the whole message when `payload` is one piece of it
+        (pieces of a large message go by reference: the reader's wait for each
+        is hidden behind the next piece, which it is not for a lone message);
+        None: never by reference."""
         handle = Handle("send", peer, len(payload))
         if peer == self.rank:
             self._deliver_local(payload, key, fingerprint)
             handle.complete()
             return handle
         state = self._peer(peer)
-        by_reference = (max(payload.nbytes, message_bytes) >= self._single_copy and payload.nbytes and state.shm and key.kind in _BY_REFERENCE_KINDS
+        by_reference = (message_bytes is not None and max(payload.nbytes, message_bytes) >= self._single_copy
+                        and payload.nbytes and state.shm and key.kind in _BY_REFERENCE_KINDS
                         and state.channel.peer_reads_mine())
         with self._lock:
             self._check_usable(state)
