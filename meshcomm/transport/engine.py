@@ -340,9 +340,8 @@ class Transport:
         """Queue `payload` (not copied: keep it unchanged until the handle completes) for `peer`.
 
         `message_bytes`: the whole message when `payload` is one piece of it
-        (pieces of a large message go by reference: the reader's wait for each
-        is hidden behind the next piece, which it is not for a lone message);
-        None: never by reference."""
+        (the single-copy threshold is compared with the whole message, so all
+        pieces of a large one go by reference); None: never by reference."""
         handle = Handle("send", peer, len(payload))
         if peer == self.rank:
             self._deliver_local(payload, key, fingerprint)
