@@ -118,17 +118,11 @@ class Board:
         is free. A member that reads nothing (a broadcast's root) may get
         that far ahead of the others, no further.
         """
-        if self._previous is not None:
-            newer = self._previous + 1  # heads hold seq + 1
-            for heads in self._heads:  # usually all there: one look each, and no waiting set up
-                if heads[0][0] < newer and heads[1][0] < newer:
-
-                    def caught_up(member: int) -> bool:
-                        heads = self._heads[member]
-                        return max(heads[0][0], heads[1][0]) >= newer
-
-                    self._wait(me, caught_up, spin, deadline, between)
-                    break
+        previous = self._previous
+        if previous is not None:
+            # Usually all there: one look each, and no waiting set up.
+            if not all(self._reached(member, previous) for member in range(self.nmembers)):
+                self._wait(me, lambda member: self._reached(member, previous), spin, deadline, between)
         self._previous = seq
         parity = self._posts & 1
         self._posts += 1
@@ -147,6 +141,11 @@ class Board:
         heads = self._heads[member]
         return heads[0][0] == seq + 1 or heads[1][0] == seq + 1
 
+    def _reached(self, member: int, seq: int) -> bool:
+        """Whether the member has posted board call `seq` or a later one (heads hold seq + 1)."""
+        heads = self._heads[member]
+        return heads[0][0] >= seq + 1 or heads[1][0] >= seq + 1
+
     def _slot(self, member: int, seq: int) -> int:
         return 0 if self._heads[member][0][0] == seq + 1 else 1
 
@@ -160,9 +159,8 @@ class Board:
 
     def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray:
         """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide)."""
-        heads = self._heads[member]
-        slot = 0 if heads[0][0] == seq + 1 else 1
-        key = (member, slot, heads[slot][1], dtype)
+        slot = self._slot(member, seq)
+        key = (member, slot, self._heads[member][slot][1], dtype)
         array = self._arrays.get(key)
         if array is None:
             if len(self._arrays) >= 256:  # many shapes: keep the newest, not all
@@ -185,12 +183,9 @@ class Board:
         job aborted). Past `deadline` a TimeoutError names the members that
         have not posted.
         """
-        published = seq + 1
-        for member in members:  # usually all there: one look each, and no waiting set up
-            heads = self._heads[member]
-            if heads[0][0] != published and heads[1][0] != published:
-                self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
-                return
+        # Usually all there: one look each, and no waiting set up.
+        if not all(self.posted(member, seq) for member in members):
+            self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
 
     def _wait(self, me: int, ready, spin: float, deadline: float, between, members=None) -> None:
         candidates = range(self.nmembers) if members is None else members

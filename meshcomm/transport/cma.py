@@ -52,7 +52,7 @@ def read(pid: int, address: int, target: memoryview) -> None:
     total = target.nbytes
     if total == 0:
         return
-    base = np.frombuffer(target, dtype=np.uint8).ctypes.data
+    base = address_of(target)
     done = 0
     while done < total:
         local = _Iovec(base + done, total - done)

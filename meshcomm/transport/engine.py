@@ -830,15 +830,16 @@ class Transport:
                         if message.claimed_by is not None:
                             self._finish_unexpected(key, message)
 
-        inbound.handle = posted.handle if posted is not None else None
+        receive = posted.handle if posted is not None else None
         if head.flags & wire.FLAG_BY_REFERENCE:
-            self._begin_reference(state, target, done, inbound.handle)
+            inbound.handle = receive
+            self._begin_reference(state, target, done, receive)
             return
         if head.nbytes == 0:
-            inbound.handle = None
             done()
             return
         inbound.target, inbound.target_got, inbound.on_done = target, 0, done
+        inbound.handle = receive
 
     def _begin_reference(self, state: _Peer, target: memoryview, done, receive: Handle | None) -> None:
         """The message's bytes are in the sender's memory: read its reference, then copy them into `target`.
