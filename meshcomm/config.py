@@ -29,7 +29,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_JOB_ID": ("", "names the job's shared-memory segments (set by `meshcomm run`, which removes leftovers)"),
     "MESHCOMM_IFNAME_ADDR": ("", "address this rank advertises to peers for data connections"),
     "MESHCOMM_ALGO": ("", "algorithm override: 'ring' or 'all_reduce:ring;broadcast:binomial'"),
-    "MESHCOMM_CHUNK_BYTES": ("1048576", "largest piece a message is cut into for pipelining"),
+    "MESHCOMM_CHUNK_BYTES": ("1048576", "largest piece a message is cut into for pipelining (all_gather and all_to_all send whole messages)"),
     "MESHCOMM_TUNING": ("", "cost-model parameters saved by `meshcomm tune` (JSON file); empty = built-in defaults"),
     "MESHCOMM_DEBUG": ("", "INFO prints, on stderr, each group's cost table and every call's algorithm and predicted time"),
     "MESHCOMM_TRACE": ("", "directory where each rank writes its Chrome trace events (rank<N>.jsonl); `meshcomm trace merge DIR` joins them"),

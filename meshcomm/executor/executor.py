@@ -3,7 +3,8 @@
 Each step posts all its messages at once. Messages larger than the chunk
 size are cut into pieces that share one key, so the receiver can reduce the
 first piece while later pieces are still on the wire; the transport's
-per-pair ordering keeps the pieces in order. Pieces to be reduced land in a
+per-pair ordering keeps the pieces in order. (all_gather and all_to_all send
+theirs whole: see _WHOLE_MESSAGES.) Pieces to be reduced land in a
 few piece-sized slots used in turn (a receive is posted again as soon as its
 slot has been reduced), so what is reduced is still in the cache instead of
 in a message-sized array that went out to memory and back.
@@ -140,7 +141,21 @@ _plans: dict[tuple[int, int, int], tuple[Schedule, tuple[_Step, ...]]] = {}
 _PLANS_KEPT = 1024
 
 
+# The steps of all_gather and all_to_all algorithms exchange: a rank sends and
+# receives in the same step, so their large messages go by reference between
+# ranks of one host, and cutting one into pieces only adds the work every piece
+# costs (its header, match, read and count): they go whole. Every other
+# collective cuts its messages: a reduced message lands in cache-sized slots,
+# and a step that only sends streams, where pieces measured faster (a 64 MiB
+# broadcast on 2 ranks: 3.9 ms in 1 MiB pieces, 5.1 ms whole). Both ends of a
+# message cut it alike, as both run the same collective.
+_WHOLE_MESSAGES = ("all_gather", "all_to_all")
+_WHOLE = 1 << 62
+
+
 def _plan(schedule: Schedule, itemsize: int, chunk_bytes: int) -> tuple[_Step, ...]:
+    if schedule.collective in _WHOLE_MESSAGES:
+        chunk_bytes = _WHOLE
     key = (id(schedule), itemsize, chunk_bytes)
     cached = _plans.get(key)
     if cached is not None and cached[0] is schedule:  # the schedule is kept alive, so its id is not reused

@@ -734,6 +734,7 @@ class Transport:
                 self._lose(state, exc)
                 return moved
             moved = moved or sent > 0
+            wrote = sent > 0
             while sent and index < len(views):
                 if sent >= views[index].nbytes:
                     sent -= views[index].nbytes
@@ -743,6 +744,8 @@ class Transport:
                     sent = 0
             entry[2] = index
             if index < len(views):
+                if state.shm and wrote:
+                    continue  # a ring takes a part per call: offer the next (a full ring says so)
                 return moved
             with self._lock:
                 state.sendq.popleft()

@@ -193,6 +193,11 @@ class ShmChannel:
         self._out_control, self._out = theirs.ring(my_slot)
         self._in_control, self._in = mine.ring(their_slot)
         self._size = mine.ring_bytes
+        # Bytes moved per call, published at once: a quarter ring, so a long
+        # message streams, the consumer copying one part out while the producer
+        # copies the next in (one copy of all the free space made each side wait
+        # for the other's: a 16 MiB broadcast took 1.4 ms instead of 0.7).
+        self._part = max(self._size // 4, 4096)
 
     def peer_reads_mine(self) -> bool:
         """Whether the peer found it can read this process's memory (so large messages may go by reference)."""
@@ -221,7 +226,7 @@ class ShmChannel:
     def sendmsg(self, views: list[memoryview]) -> int:
         control, ring, size = self._out_control, self._out, self._size
         tail = control[_TAIL]
-        free = size - (tail - control[_HEAD])
+        free = min(size - (tail - control[_HEAD]), self._part)
         if free == 0:
             raise BlockingIOError
         written = 0
@@ -241,7 +246,7 @@ class ShmChannel:
         avail = control[_TAIL] - head
         if avail == 0:
             raise BlockingIOError
-        n = min(avail, target.nbytes)
+        n = min(avail, target.nbytes, self._part)
         _copy_out(ring, head % size, target[:n] if n < target.nbytes else target)
         control[_HEAD] = head + n
         words = self._theirs.doorbell

@@ -71,3 +71,27 @@ def test_a_step_receiving_twice_from_one_peer_matches_every_piece_to_its_receive
 
 def test_a_reduced_message_of_many_pieces_is_reduced_piece_by_piece() -> None:
     assert all(get_cluster(2).run(one_message_many_pieces_reduced))
+
+
+
+def _ops_and_pieces(collective: str, counts: tuple, algorithm: str) -> tuple[int, int]:
+    """Rank 0's messages in its schedule, and the pieces its compiled plan moves them in."""
+    from meshcomm.algorithms import get_schedule
+    from meshcomm.algorithms.problem import Problem
+
+    schedule = get_schedule(Problem(collective, 2, counts), 0, algorithm)
+    ops = sum(isinstance(op, (Send, Recv, RecvReduce)) for step in schedule.steps for op in step)
+    pieces = 0
+    for step in executor._plan(schedule, 4, CHUNK):
+        pieces += sum(kind != executor._RECV_REDUCE for kind, *_ in step.comms)
+        pieces += sum(len(recv_reduce[2]) for recv_reduce in step.recv_reduces)
+    return ops, pieces
+
+
+def test_all_gather_and_all_to_all_send_whole_messages_and_other_collectives_cut_them() -> None:
+    """all_gather's and all_to_all's steps exchange, so their large messages go by reference
+    and travel whole; a broadcast's (streamed) and an all_reduce's (reduced) are cut to the chunk size."""
+    assert _ops_and_pieces("all_gather", (COUNT, COUNT), "ring") == (2, 2)
+    assert _ops_and_pieces("all_to_all", (COUNT,) * 4, "pairwise") == (2, 2)
+    assert _ops_and_pieces("broadcast", (COUNT,), "binomial") == (1, 10)
+    assert _ops_and_pieces("all_reduce", (2 * COUNT,), "ring") == (4, 40)

@@ -1,0 +1,64 @@
+"""A shared-memory ring between two inboxes, driven by hand in one process."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from meshcomm.transport import shm
+
+RING = 64 << 10
+
+
+@pytest.fixture
+def channels():
+    """Both ends of one pair: (rank 0's channel to rank 1, rank 1's channel to rank 0)."""
+    names = [f"meshcomm-test-{os.getpid()}-ring-{rank}" for rank in (0, 1)]
+    inboxes = [shm.Segment(name, 2, RING, create=True) for name in names]
+    mapped = [shm.Segment(name, 2, RING, create=False) for name in names]
+    try:
+        yield shm.ShmChannel(inboxes[0], mapped[1], 0, 1), shm.ShmChannel(inboxes[1], mapped[0], 1, 0)
+    finally:
+        for segment in mapped:
+            segment.close()
+        for segment in inboxes:
+            segment.unlink()
+            segment.close()
+
+
+def test_a_long_message_moves_a_quarter_ring_per_call_each_way(channels) -> None:
+    """Each call moves at most a quarter of the ring and publishes it, so the
+    reader can copy one part out while the writer copies the next in."""
+    sender, receiver = channels
+    message = bytes(range(256)) * (RING // 256 * 3)  # three rings' worth
+    target = bytearray(len(message))
+    sent = got = 0
+    writes, reads = [], []
+    while got < len(message):
+        try:
+            n = sender.sendmsg([memoryview(message)[sent:]])
+            writes.append(n)
+            sent += n
+        except BlockingIOError:
+            pass
+        try:
+            n = receiver.recv_into(memoryview(target)[got:])
+            reads.append(n)
+            got += n
+        except BlockingIOError:
+            pass
+    assert target == message
+    assert max(writes) == RING // 4 and max(reads) == RING // 4
+    assert len(writes) == len(reads) == 12
+
+
+def test_a_full_ring_refuses_more_until_the_reader_takes_a_part(channels) -> None:
+    sender, receiver = channels
+    part = memoryview(bytes(RING // 4))
+    for _ in range(4):
+        assert sender.sendmsg([part]) == RING // 4
+    with pytest.raises(BlockingIOError):
+        sender.sendmsg([part])
+    assert receiver.recv_into(memoryview(bytearray(RING))) == RING // 4
+    assert sender.sendmsg([part, part]) == RING // 4
