@@ -733,8 +733,8 @@ class Transport:
             except OSError as exc:
                 self._lose(state, exc)
                 return moved
-            moved = moved or sent > 0
             wrote = sent > 0
+            moved = moved or wrote
             while sent and index < len(views):
                 if sent >= views[index].nbytes:
                     sent -= views[index].nbytes
