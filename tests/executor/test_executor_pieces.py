@@ -73,7 +73,6 @@ def test_a_reduced_message_of_many_pieces_is_reduced_piece_by_piece() -> None:
     assert all(get_cluster(2).run(one_message_many_pieces_reduced))
 
 
-
 def _ops_and_pieces(collective: str, counts: tuple, algorithm: str) -> tuple[int, int]:
     """Rank 0's messages in its schedule, and the pieces its compiled plan moves them in."""
     from meshcomm.algorithms import get_schedule
