@@ -1,30 +1,38 @@
-"""A group's board: one shared-memory slot per member, for small collectives.
+"""A group's board: shared-memory slots per member, for small collectives.
 
 On a group whose members all share this host, a small collective is done in
 one synchronisation instead of one message per schedule step: every member
-writes its whole contribution into its own slot and raises the slot's
+writes its whole contribution into one of its slots and raises the slot's
 sequence number; once every member's slot shows the call's number, each
 reads what it needs straight from the others' slots. Python pays for one
 post and one wait, not for the framing, matching and wake-ups of
 log2(n) or n - 1 messages.
 
 Layout: a control page with a cache line per member (its `bell`, the futex
-word it sleeps on, and its `sleeping` flag), then per member two slots, used
-in turn by its board calls. A slot is a header line (the call's sequence
-number + 1, written last to publish the slot; the byte count; the
-collective's fingerprint) and `slot_bytes` of data. Readers look for a call
-in both slots by its sequence number.
+word it sleeps on, its `sleeping` flag, and `latest`, the sequence number + 1
+of the last call it posted), then per member `slots` slots, used in turn by
+its board calls. A slot is a header line (the call's sequence number + 1,
+written last to publish the slot; the byte count; the collective's
+fingerprint) and `slot_bytes` of data. Every member makes every board call
+of the group, so a call's posts sit in the same slot of every member: a
+reader looks there first and searches the member's other slots only when
+its `latest` says it has posted the call elsewhere.
 
 A member waits only for the members whose slots it reads (a broadcast's
-root reads none, so it does not wait, as with messages). Two slots are
-enough because a member reads the slots of one board call before it posts
-its next, and a member reuses a slot (its board call b + 2) only once every
-member has posted board call b + 1: nobody still reads a slot when it is
-reused. The group's other calls, which go as messages, do not count.
+root reads none, so it does not wait, as with messages). A member reads the
+slots of one board call before it posts its next, so it may reuse a slot
+(its board call b + slots) once every member has posted board call
+b + 1: nobody still reads a slot when it is reused. With two slots a root
+would stay within one call of the slowest reader, and on a host with more
+ranks than cores every broadcast would wait for a reader to be scheduled;
+with sixteen it runs up to fifteen calls ahead and the readers find their
+data waiting, as with messages queued in a ring. The group's other calls,
+which go as messages, do not count.
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import time
@@ -37,25 +45,30 @@ from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 _PAGE = 4096
 _LINE = 64
 _HEADER = 64  # u64 seq + 1, u64 nbytes, 16-byte fingerprint; data starts on the next line
-_BELL, _SLEEPING = 0, 1  # u32 words in a member's control line
-_SLEEP_SLICE = 0.01  # a sleeper looks at liveness, abort and its deadline this often
+_BELL, _SLEEPING = 0, 1  # u32 words in a member's control line; `latest`, a u64, follows them
+_SLEEP_SLICE = 0.01
+SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
 
 
-def board_bytes(nmembers: int, slot_bytes: int) -> int:
-    return _PAGE + nmembers * 2 * (_HEADER + slot_bytes)
+def board_bytes(nmembers: int, slot_bytes: int, slots: int) -> int:
+    return _PAGE + nmembers * slots * (_HEADER + slot_bytes)
 
 
 class Board:
     """Maps (creating or attaching) the board file at `path`."""
 
-    def __init__(self, path: str, nmembers: int, slot_bytes: int, create: bool) -> None:
+    def __init__(self, path: str, nmembers: int, slot_bytes: int, create: bool, slots: int = SLOTS) -> None:
+        if slots < 2:
+            raise ValueError(f"a board needs at least 2 slots per member, got {slots}")
         self.path = path
         self.nmembers = nmembers
         self.slot_bytes = slot_bytes
-        self._map = map_file(path, board_bytes(nmembers, slot_bytes), create, "board")
+        self.slots = slots
+        self._map = map_file(path, board_bytes(nmembers, slot_bytes, slots), create, "board")
         view = memoryview(self._map)
         self._view = view
         self._control = [view[m * _LINE : m * _LINE + 8].cast("I") for m in range(nmembers)]
+        self._latest = [view[m * _LINE + 8 : m * _LINE + 16].cast("Q") for m in range(nmembers)]
         self._anchors = [ctypes.c_uint32.from_buffer(self._map, m * _LINE) for m in range(nmembers)]
         self._bell_address = [ctypes.addressof(a) for a in self._anchors]
         self._heads: list[list[memoryview]] = []
@@ -63,8 +76,8 @@ class Board:
         self._data: list[list[memoryview]] = []
         for m in range(nmembers):
             heads, prints, data = [], [], []
-            for parity in (0, 1):
-                start = _PAGE + (m * 2 + parity) * (_HEADER + slot_bytes)
+            for slot in range(slots):
+                start = _PAGE + (m * slots + slot) * (_HEADER + slot_bytes)
                 heads.append(view[start : start + 16].cast("Q"))
                 prints.append(view[start + 16 : start + 32])
                 data.append(view[start + _HEADER : start + _HEADER + slot_bytes])
@@ -72,7 +85,9 @@ class Board:
             self._fingerprints.append(prints)
             self._data.append(data)
         self._posts = 0  # this member's board calls so far: which of its slots the next one takes
-        self._previous: int | None = None  # the sequence number of its last board call
+        self._current = 0  # the slot of its latest board call, where every member's post of that call is
+        # The sequence numbers of its last slots - 1 board calls: a post waits for the oldest.
+        self._recent: collections.deque[int] = collections.deque(maxlen=slots - 1)
         # (member, slot, nbytes, dtype) -> a numpy view of those published bytes: readers of small
         # calls of one shape find theirs made, instead of paying np.frombuffer on every call.
         self._arrays: dict[tuple, np.ndarray] = {}
@@ -112,54 +127,70 @@ class Board:
              between) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
-        The slot taken last held this member's board call before the previous
-        one; every member reads that before it posts the previous call, so
-        once all have posted the previous call (usually long done) the slot
-        is free. A member that reads nothing (a broadcast's root) may get
-        that far ahead of the others, no further.
+        The slot it takes held this member's board call `slots` calls ago;
+        every member has read that once it has posted the call after it, so
+        the post waits (usually not at all) until every member's `latest`
+        reaches that call. So a member that reads nothing (a broadcast's root)
+        may post its board call b once every member has posted call
+        b - slots + 1, no sooner.
         """
-        previous = self._previous
-        if previous is not None:
-            # Usually all there: one look each, and no waiting set up.
-            if not all(self._reached(member, previous) for member in range(self.nmembers)):
-                self._wait(me, lambda member: self._reached(member, previous), spin, deadline, between)
-        self._previous = seq
-        parity = self._posts & 1
-        self._posts += 1
+        recent = self._recent
+        posts = self._posts
+        if posts >= self.slots:
+            oldest = recent[0]  # the call after the one whose slot this post takes
+            latest = self._latest
+            if not all(words[0] > oldest for words in latest):
+                self._wait(me, lambda member: latest[member][0] > oldest, spin, deadline, between)
+        recent.append(seq)
+        slot = self._current = posts % self.slots
+        self._posts = posts + 1
         if payload.nbytes:
-            self._data[me][parity][: payload.nbytes] = payload
-        self._fingerprints[me][parity][:] = fingerprint
-        head = self._heads[me][parity]
+            self._data[me][slot][: payload.nbytes] = payload
+        self._fingerprints[me][slot][:] = fingerprint
+        head = self._heads[me][slot]
         head[1] = payload.nbytes
-        head[0] = seq + 1  # last: x86-64 keeps stores in order, so the data is there once this is
+        head[0] = seq + 1  # after the data: x86-64 keeps stores in order, so the data is there once this is
+        self._latest[me][0] = seq + 1
         for member, words in enumerate(self._control):
             if member != me and words[_SLEEPING]:
                 words[_BELL] = (words[_BELL] + 1) & 0xFFFFFFFF
                 futex.wake(self._bell_address[member])
 
     def posted(self, member: int, seq: int) -> bool:
-        heads = self._heads[member]
-        return heads[0][0] == seq + 1 or heads[1][0] == seq + 1
+        return self._slot(member, seq) is not None
 
-    def _reached(self, member: int, seq: int) -> bool:
-        """Whether the member has posted board call `seq` or a later one (heads hold seq + 1)."""
+    def _slot(self, member: int, seq: int) -> int | None:
+        """The member's slot holding call `seq`, or None if it has not posted it (or has reused its slot)."""
         heads = self._heads[member]
-        return heads[0][0] >= seq + 1 or heads[1][0] >= seq + 1
+        current = self._current
+        if heads[current][0] == seq + 1:
+            return current
+        if self._latest[member][0] <= seq:  # not posted yet: the usual case while waiting, and no search
+            return None
+        # Posted, but not where this member's own post of the call went: the members' board calls are
+        # out of step (a call that failed on some of them), so look in every slot.
+        for slot, head in enumerate(heads):
+            if head[0] == seq + 1:
+                return slot
+        return None
 
-    def _slot(self, member: int, seq: int) -> int:
-        return 0 if self._heads[member][0][0] == seq + 1 else 1
+    def _found(self, member: int, seq: int) -> int:
+        slot = self._slot(member, seq)
+        if slot is None:
+            raise LookupError(f"member {member} has no post of call {seq} on the board")
+        return slot
 
     def fingerprint(self, member: int, seq: int) -> bytes:
-        return bytes(self._fingerprints[member][self._slot(member, seq)])
+        return bytes(self._fingerprints[member][self._found(member, seq)])
 
     def data(self, member: int, seq: int) -> memoryview:
         """The member's published bytes for call `seq` (valid until the caller posts its next board call)."""
-        slot = self._slot(member, seq)
+        slot = self._found(member, seq)
         return self._data[member][slot][: self._heads[member][slot][1]]
 
     def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray:
         """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide)."""
-        slot = self._slot(member, seq)
+        slot = self._found(member, seq)
         key = (member, slot, self._heads[member][slot][1], dtype)
         array = self._arrays.get(key)
         if array is None:
@@ -171,7 +202,7 @@ class Board:
     def agree(self, members, seq: int, fingerprint: bytes) -> int | None:
         """The first of `members` whose post of call `seq` carries another fingerprint, or None when all agree."""
         for member in members:
-            if self._fingerprints[member][self._slot(member, seq)] != fingerprint:
+            if self._fingerprints[member][self._found(member, seq)] != fingerprint:
                 return member
         return None
 
@@ -217,10 +248,10 @@ class Board:
 
     def close(self) -> None:
         self._arrays.clear()  # they hold the data views, which cannot be released under them
-        views = [self._view, *self._control]
+        views = [self._view, *self._control, *self._latest]
         for per_member in (self._heads, self._fingerprints, self._data):
             views.extend(v for pair in per_member for v in pair)
-        self._heads, self._fingerprints, self._data, self._control = [], [], [], []
+        self._heads, self._fingerprints, self._data, self._control, self._latest = [], [], [], [], []
         for view in views:
             view.release()
         self._anchors.clear()

@@ -1,4 +1,4 @@
-"""The board's protocol in one process: posts alternate slots, readers find calls by sequence number, waits end."""
+"""The board's protocol in one process: posts take slots in turn, readers find calls by sequence number, waits end."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from meshcomm.transport.board import Board
+from meshcomm.transport.board import SLOTS, Board
 from meshcomm.transport.shm import DIRECTORY, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs /dev/shm, futexes and x86-64")
@@ -23,26 +23,44 @@ def post(board: Board, member: int, seq: int, data: bytes) -> None:
 @pytest.fixture
 def boards():
     path = os.path.join(DIRECTORY, f"meshcomm-test-board-{os.getpid()}")
-    members = [Board(path, 3, 256, create=True)] + [Board(path, 3, 256, create=False) for _ in range(2)]
+    # Three slots per member instead of the usual sixteen, so that slots get reused after a few calls.
+    members = [Board(path, 3, 256, create=True, slots=3)] + [Board(path, 3, 256, create=False, slots=3)
+                                                             for _ in range(2)]
     members[0].unlink()
     yield members
     for board in members:
         board.close()
 
 
-def test_a_post_is_found_by_its_sequence_number_in_either_slot(boards) -> None:
+def test_a_post_is_found_by_its_sequence_number_in_any_slot(boards) -> None:
     writer, reader = boards[1], boards[0]
     post(writer, 1, 7, b"seven")
     post(boards[0], 0, 7, b"")
     post(boards[2], 2, 7, b"")
-    post(writer, 1, 9, b"nine!!")  # the member's next board call takes its other slot
+    post(writer, 1, 9, b"nine!!")  # the member's next board call takes its next slot
     assert reader.posted(1, 7) and reader.posted(1, 9) and not reader.posted(1, 8)
     assert bytes(reader.data(1, 7)) == b"seven" and bytes(reader.data(1, 9)) == b"nine!!"
     assert reader.fingerprint(1, 9) == PRINT
     post(boards[0], 0, 9, b"")
     post(boards[2], 2, 9, b"")
-    post(writer, 1, 12, b"x")  # reuses the slot of call 7, once everyone has posted call 9
-    assert not reader.posted(1, 7) and bytes(reader.data(1, 12)) == b"x"
+    post(writer, 1, 10, b"ten")
+    for member in (0, 2):
+        post(boards[member], member, 10, b"")
+    post(writer, 1, 12, b"x")  # the slot of call 7 again, once everyone has posted call 9
+    assert not reader.posted(1, 7) and bytes(reader.data(1, 12)) == b"x" and bytes(reader.data(1, 10)) == b"ten"
+    with pytest.raises(LookupError, match="member 1 has no post of call 7"):
+        reader.data(1, 7)
+
+
+def test_members_out_of_step_still_find_each_others_posts(boards) -> None:
+    # Member 1 made one board call the others did not (a call that failed elsewhere): from then on its
+    # posts of a call sit in another slot than theirs, and they are searched for there.
+    post(boards[1], 1, 3, b"extra")
+    for seq in (5, 6, 8):
+        for member in (0, 1, 2):
+            post(boards[member], member, seq, bytes([seq, member]))
+        for reader, member in ((0, 1), (1, 2), (2, 1)):
+            assert bytes(boards[reader].data(member, seq)) == bytes([seq, member]), (seq, reader, member)
 
 
 def test_waiting_asks_only_about_members_still_missing(boards) -> None:
@@ -70,22 +88,49 @@ def test_a_wait_ends_once_everyone_posted(boards) -> None:
     boards[0].wait(0, 4, (1, 2), spin=0.0, deadline=float("inf"), between=lambda missing: pytest.fail("waited"))
 
 
-def test_a_member_that_reads_nothing_gets_one_call_ahead_and_no_further(boards) -> None:
+def test_a_member_that_reads_nothing_posts_call_b_once_everyone_posted_call_b_minus_slots_plus_one(boards) -> None:
     root = boards[0]
-    post(root, 0, 0, b"first")  # a broadcast's root: it waits for nobody's post of this call
+    for seq, data in enumerate((b"first", b"second", b"third")):
+        post(root, 0, seq, data)  # a broadcast's root: it waits for nobody's post of a call, and has three slots
     asked = []
 
     def between(missing):
         asked.append(list(missing))
         raise RuntimeError("stop")
 
-    with pytest.raises(RuntimeError):  # its next post waits until the others have posted call 0
-        root.post(0, 1, PRINT, memoryview(b"second"), spin=0.0, deadline=float("inf"), between=between)
-    assert asked == [[1, 2]] and bytes(boards[1].data(0, 0)) == b"first"
-    post(boards[1], 1, 0, b"")
-    post(boards[2], 2, 0, b"")
-    post(root, 0, 1, b"second")
-    assert bytes(boards[1].data(0, 1)) == b"second" and bytes(boards[1].data(0, 0)) == b"first"
+    def fourth() -> None:  # it takes call 0's slot, and waits until everyone has posted call 1
+        root.post(0, 3, PRINT, memoryview(b"fourth"), spin=0.0, deadline=float("inf"), between=between)
+
+    with pytest.raises(RuntimeError):
+        fourth()
+    assert asked == [[1, 2]]
+    for member in (1, 2):
+        post(boards[member], member, 0, b"")
+        assert bytes(boards[member].data(0, 0)) == b"first"
+    with pytest.raises(RuntimeError):  # posting call 0 is not enough: they may still be reading it
+        fourth()
+    assert asked[-1] == [1, 2]
+    post(boards[1], 1, 1, b"")
+    with pytest.raises(RuntimeError):
+        fourth()
+    assert asked[-1] == [2]
+    post(boards[2], 2, 1, b"")
+    fourth()
+    assert bytes(boards[1].data(0, 3)) == b"fourth" and bytes(boards[1].data(0, 2)) == b"third"
+    assert not boards[1].posted(0, 0)
+
+
+def test_a_board_has_sixteen_slots_per_member_unless_told_and_at_least_two() -> None:
+    path = os.path.join(DIRECTORY, f"meshcomm-test-board-slots-{os.getpid()}")
+    board = Board(path, 2, 64, create=True)
+    try:
+        assert board.slots == SLOTS == 16
+    finally:
+        board.close()
+        board.unlink()
+    with pytest.raises(ValueError, match="at least 2 slots per member, got 1"):
+        Board(path, 2, 64, create=True, slots=1)
+    assert not os.path.exists(path)
 
 
 def test_nothing_is_left_in_dev_shm(boards) -> None:
