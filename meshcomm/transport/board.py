@@ -46,7 +46,7 @@ _PAGE = 4096
 _LINE = 64
 _HEADER = 64  # u64 seq + 1, u64 nbytes, 16-byte fingerprint; data starts on the next line
 _BELL, _SLEEPING = 0, 1  # u32 words in a member's control line; `latest`, a u64, follows them
-_SLEEP_SLICE = 0.01
+_SLEEP_SLICE = 0.01  # a sleeper looks at liveness, abort and its deadline this often
 SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
 
 
