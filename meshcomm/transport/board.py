@@ -230,7 +230,16 @@ class Board:
         while missing:
             # Only members still missing matter: one that posted and then left (its
             # program ended) is no reason to fail this call.
-            between(missing)
+            try:
+                between(missing)
+            except Exception:
+                # `missing` was taken before `between` looked: a member may have posted since and
+                # left at once. A post is visible before its member is seen gone, so a second
+                # look tells a member that left after posting from one that never posted.
+                missing = [m for m in missing if not ready(m)]
+                if missing:
+                    raise
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"members {missing} of the board had not posted")

@@ -76,6 +76,29 @@ def test_waiting_asks_only_about_members_still_missing(boards) -> None:
     assert asked == [[2]]  # member 1 posted: if it has left since, that is no reason to fail
 
 
+def test_a_member_that_posts_and_leaves_while_a_waiter_looks_away_does_not_fail_the_call(boards) -> None:
+    # The waiter found member 2 missing; before it asks whether member 2 is still there, member 2
+    # posts, finishes and exits, so the question reports it lost. Its post is there: the call stands.
+    post(boards[1], 1, 0, b"")
+
+    def between(missing):
+        post(boards[2], 2, 0, b"bye")
+        raise ConnectionError(f"members {missing} are gone")
+
+    boards[0].wait(0, 0, (1, 2), spin=0.0, deadline=float("inf"), between=between)
+    assert bytes(boards[0].data(2, 0)) == b"bye"
+
+
+def test_a_member_that_leaves_without_posting_fails_the_call(boards) -> None:
+    post(boards[1], 1, 0, b"")
+
+    def between(missing):
+        raise ConnectionError(f"members {missing} are gone")
+
+    with pytest.raises(ConnectionError, match=r"members \[2\] are gone"):
+        boards[0].wait(0, 0, (1, 2), spin=0.0, deadline=float("inf"), between=between)
+
+
 def test_a_wait_past_its_deadline_names_the_members_that_did_not_post(boards) -> None:
     post(boards[2], 2, 0, b"")
     with pytest.raises(TimeoutError, match=r"members \[1\]"):
