@@ -24,8 +24,7 @@ def post(board: Board, member: int, seq: int, data: bytes) -> None:
 def boards():
     path = os.path.join(DIRECTORY, f"meshcomm-test-board-{os.getpid()}")
     # Three slots per member instead of the usual sixteen, so that slots get reused after a few calls.
-    members = [Board(path, 3, 256, create=True, slots=3)] + [Board(path, 3, 256, create=False, slots=3)
-                                                             for _ in range(2)]
+    members = [Board(path, 3, 256, create=member == 0, slots=3) for member in range(3)]  # member 0 creates it
     members[0].unlink()
     yield members
     for board in members:
