@@ -13,6 +13,9 @@
 - crowded_alpha: the same all_reduce on twice as many ranks as cores (at
   most 16), solved for the message cost that makes the model's prediction
   equal the measurement.
+- board: the same all_reduce run `direct` on the group's shared-memory
+  board, solved for the fixed cost that makes tuner/board.py's time equal
+  the measurement.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import pytest
 
 from meshcomm.algorithms import ALGORITHMS
 from meshcomm.bench.sizes import COLLECTIVES
+from meshcomm.cli import tune
 from meshcomm.cli.main import main
 from meshcomm.tuner import load
 
@@ -45,3 +46,26 @@ def test_tune_with_choices_records_the_fastest_algorithm_per_collective_and_size
 def test_tune_choices_must_be_group_sizes_of_two_or_more(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tune", "--choices", value]) == 2
     assert "argument --choices" in capsys.readouterr().err
+
+
+def test_tune_measures_the_boards_fixed_cost_and_saves_what_it_prints(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "tuning.json")
+    assert main(["tune", "-n", "2", "-o", path, "--budget", "0.01"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("board "))
+    assert "(8 B all_reduce, direct, on 2 ranks: " in line
+    assert f"{load(path).board * 1e6:6.1f} µs per small call" in line
+
+
+def test_tune_keeps_the_median_of_an_algorithms_runs_not_its_one_lucky_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ring: one run at 1 µs, two at 10 µs; recursive doubling always 5 µs. The fastest run would pick ring.
+    runs_us = {"ring": iter([1.0, 10.0, 10.0])}
+    monkeypatch.setattr("meshcomm.bench.sizes.COLLECTIVES", ("all_reduce",))
+
+    def fake_bench(spec, nproc: int) -> list[dict]:
+        (algorithm,) = spec.algos.values()
+        return [{"bytes": 1024, "time_us": next(runs_us[algorithm]) if algorithm in runs_us else 5.0}]
+
+    monkeypatch.setattr(tune, "_bench", fake_bench)
+    (row,) = tune._measure_choices([4], [1024], runs=3, budget=0.01)
+    assert (row.collective, row.nranks, row.nbytes, row.algorithm) == ("all_reduce", 4, 1024, "recursive_doubling")
