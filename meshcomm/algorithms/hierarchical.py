@@ -57,7 +57,14 @@ class HostLayout:
         return leader, [leader] + [r for r in ranks if r != leader]
 
 
-def all_reduce(problem: Problem, rank: int) -> Schedule:
+# Across hosts, segments of at least this many elements (1 MiB of float32), and at most
+# MAX_SEGMENTS of them: enough to hide the in-host phases behind the links' time, few
+# enough that the extra steps' synchronisation stays small beside it.
+PIPELINE_ELEMENTS = 1 << 18
+MAX_SEGMENTS = 8
+
+
+def all_reduce(problem: Problem, rank: int, segments: int | None = None) -> Schedule:
     """Hierarchical all-reduce: in-host reduce-scatter, one ring per lane across hosts, in-host all-gather.
 
     Several leaders per host, as NCCL's rings do with one per GPU:
@@ -85,16 +92,37 @@ def all_reduce(problem: Problem, rank: int) -> Schedule:
     little as any all-reduce can; phase 3 mirrors phase 1 without reductions.
     On one host (or without `hosts`) it is a pairwise reduce-scatter +
     all-gather; with one rank per host it is the ring.
+
+    Across hosts a large buffer is cut into `segments` (default: one per
+    PIPELINE_ELEMENTS, at most MAX_SEGMENTS) that run the three phases one
+    step apart, as NCCL pipelines its rings: while the links carry segment p,
+    the hosts reduce segment p + 1 and gather segment p - 1 over shared
+    memory, so only the first segment's phase 1 and the last one's phase 3
+    are not hidden behind the links. It adds segments - 1 steps.
     """
     check_collective(problem, "all_reduce")
     check_rank(problem, rank)
     if problem.nranks == 1:
         return single_rank(problem, "hierarchical")
     layout = HostLayout(problem)
-    count, lanes = problem.count, layout.lanes
+    count = problem.count
+    if segments is None:
+        segments = 1 if len(layout.members) == 1 else max(1, min(MAX_SEGMENTS, count // PIPELINE_ELEMENTS))
+    elif segments < 1:
+        raise ValueError(f"segments must be >= 1, got {segments}")
     builder = StepBuilder()
     copy_input_to_output(builder, count)
-    bounds = block_bounds(count, lanes)
+    bounds = block_bounds(count, segments)
+    for segment in range(segments):
+        _all_reduce_segment(builder, segment, layout, rank, bounds[segment], bounds[segment + 1] - bounds[segment])
+    return builder.build(problem, rank, "hierarchical")
+
+
+def _all_reduce_segment(builder: StepBuilder, first: int, layout: HostLayout, rank: int, offset: int,
+                        count: int) -> None:
+    """The three phases of the hierarchical all-reduce on OUTPUT[offset : offset + count], from step `first`."""
+    lanes = layout.lanes
+    bounds = [offset + b for b in block_bounds(count, lanes)]
 
     def block(k: int) -> Slice:
         return Slice(OUTPUT, bounds[k], bounds[k + 1] - bounds[k])
@@ -104,10 +132,10 @@ def all_reduce(problem: Problem, rank: int) -> Schedule:
     for s in range(1, size):  # phase 1: reduce-scatter to the lanes
         to, source = (me + s) % size, (me - s) % size
         if to < lanes:
-            builder.send(s - 1, local[to], block(to))
+            builder.send(first + s - 1, local[to], block(to))
         if me < lanes:
-            builder.recv_reduce(s - 1, local[source], block(me))
-    across = layout.largest - 1
+            builder.recv_reduce(first + s - 1, local[source], block(me))
+    across = first + layout.largest - 1
     hosts = len(layout.members)
     if me < lanes and hosts > 1:  # phase 2: lane `me`'s ring across the hosts
         _lane_ring(builder, across, layout, me, layout.host_of[rank], bounds[me], bounds[me + 1] - bounds[me])
@@ -118,7 +146,6 @@ def all_reduce(problem: Problem, rank: int) -> Schedule:
             builder.send(gather + s - 1, local[to], block(me))
         if source < lanes:
             builder.recv(gather + s - 1, local[source], block(source))
-    return builder.build(problem, rank, "hierarchical")
 
 
 def _lane_ring(builder: StepBuilder, first: int, layout: HostLayout, lane: int, host: int, offset: int,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import pytest
 
-from meshcomm.algorithms import get_schedule
+from meshcomm.algorithms import get_schedule, hierarchical
 from meshcomm.algorithms.checker import check
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import Send
@@ -23,6 +24,29 @@ def test_hierarchical_all_reduce_is_right_on_every_host_layout(in_place: bool) -
     for hosts in LAYOUTS:
         for count in COUNTS:
             check(Problem("all_reduce", len(hosts), (count,), hosts=hosts), "hierarchical", in_place=in_place)
+
+
+@pytest.mark.parametrize("segments", [2, 3, 5])
+def test_hierarchical_all_reduce_in_pipelined_segments_is_right_on_every_host_layout(segments: int) -> None:
+    pipelined = functools.partial(hierarchical.all_reduce, segments=segments)
+    for hosts in LAYOUTS:
+        for count in COUNTS:
+            check(Problem("all_reduce", len(hosts), (count,), hosts=hosts), pipelined, in_place=count % 2 == 1)
+
+
+def test_a_large_buffer_across_hosts_is_pipelined_and_still_crosses_the_links_once() -> None:
+    count = hierarchical.MAX_SEGMENTS * hierarchical.PIPELINE_ELEMENTS
+    two_by_two = Problem("all_reduce", 4, (count,), hosts=(0, 0, 1, 1))
+    one_host = Problem("all_reduce", 4, (count,))
+    # 2 x 2: phase 1 takes 1 step, the ring 2, phase 3 1; each further segment adds one.
+    assert len(get_schedule(two_by_two, 0, "hierarchical").steps) == 4 + hierarchical.MAX_SEGMENTS - 1
+    assert len(get_schedule(one_host, 0, "hierarchical").steps) == 6  # one host: nothing to hide, no segments
+    assert cross_host_elements(two_by_two, "hierarchical") == {0: count, 1: count}
+
+
+def test_segments_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="segments must be >= 1, got 0"):
+        hierarchical.all_reduce(Problem("all_reduce", 2, (4,), hosts=(0, 1)), 0, segments=0)
 
 
 def layout_problems(collective: str, hosts: tuple) -> list[Problem]:
