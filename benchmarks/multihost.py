@@ -1,14 +1,17 @@
 """Collectives across several "hosts" on one machine: network namespaces, a rate-limited link between them.
 
     sudo python benchmarks/multihost.py --hosts 2 --ranks-per-host 2 --rate 1gbit \
-        --coll all_reduce --sizes 8,64K,1M,16M --algos ring,rabenseifner,double_binary_tree
+        --coll all_reduce --sizes 8,64K,1M,16M --algos auto,ring,rabenseifner,hierarchical
 
 Builds the namespaces of tests/multihost/netns.py (a bridge, one veth per
 host, `tc tbf` at --rate on each host's interface), runs `meshcomm bench`'s
 worker once per algorithm as one job across the hosts (one `meshcomm run`
 per host, --nnodes/--node-rank/--host-id), and prints the median time of each
-algorithm at each size, slowest rank per call, with the best marked. Needs
-root and iproute2.
+algorithm at each size, slowest rank per call, with the best marked. `auto`
+names no algorithm, so the group's cost model chooses, as in a user's job.
+With a --rate, the link bound of the collective follows: the bytes each host
+must put on its link, at the link's rate (tc limits what a host sends), and
+each algorithm's time over it. Needs root and iproute2.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 
@@ -27,10 +31,40 @@ from tests.multihost.job import run_job  # noqa: E402
 from tests.multihost.netns import Network, unavailable  # noqa: E402
 
 
+AUTO = "auto"
+
+# The least share of the payload each host must send to the others, whatever the algorithm:
+# all_reduce: every host's data reaches every other host and the results come back
+# (2(H-1)/H, as the hierarchical ring achieves); all_gather and reduce_scatter: the
+# H-1 parts other hosts hold or need; broadcast: the root's host sends it all once.
+LINK_SHARE = {
+    "all_reduce": lambda hosts: 2 * (hosts - 1) / hosts,
+    "all_gather": lambda hosts: (hosts - 1) / hosts,
+    "reduce_scatter": lambda hosts: (hosts - 1) / hosts,
+    "broadcast": lambda hosts: 1.0,
+}
+_TC_BITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}  # tc's SI prefixes of "bit" (bits per second)
+
+
+def rate_bytes_per_second(rate: str) -> float:
+    """tc's rate spelling (500kbit, 100mbit, 1gbit) in bytes per second."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate.strip().lower())
+    if not match:
+        raise ValueError(f"--rate must be a number of bits per second such as 1gbit or 100mbit, got {rate!r}")
+    return float(match.group(1)) * _TC_BITS[match.group(2)] / 8
+
+
+def link_bound_us(coll: str, nbytes: int, hosts: int, rate: float) -> float | None:
+    """Microseconds the bytes each host must send take at `rate` bytes per second; None where not defined."""
+    share = LINK_SHARE.get(coll)
+    return None if share is None or hosts < 2 else share(hosts) * nbytes / rate * 1e6
+
+
 def measure(net: Network, ranks_per_host: int, coll: str, algo: str, sizes: list[int]) -> dict[int, float]:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.jsonl")
-        spec = Spec(colls=[coll], sizes=sizes, algos={coll: algo}, json=out, budget=0.5)
+        algos = {} if algo == AUTO else {coll: algo}
+        spec = Spec(colls=[coll], sizes=sizes, algos=algos, json=out, budget=0.5)
         runs = run_job(net, ranks_per_host, ["-m", "meshcomm.bench.worker", spec.to_json()], timeout=600)
         for run in runs:
             if run.returncode != 0:
@@ -46,7 +80,8 @@ def main() -> int:
     parser.add_argument("--rate", default="1gbit", help="tc rate of each host's link, e.g. 1gbit, 100mbit; 'none'")
     parser.add_argument("--coll", default="all_reduce")
     parser.add_argument("--sizes", default="8,64K,1M,16M")
-    parser.add_argument("--algos", required=True, help="comma-separated meshcomm algorithm names")
+    parser.add_argument("--algos", required=True,
+                        help=f"comma-separated meshcomm algorithm names; {AUTO!r}: the cost model chooses")
     args = parser.parse_args()
     reason = unavailable()
     if reason:
@@ -54,6 +89,10 @@ def main() -> int:
     sizes = parse_sizes(args.sizes)
     algos = args.algos.split(",")
     rate = None if args.rate == "none" else args.rate
+    try:
+        bytes_per_second = None if rate is None else rate_bytes_per_second(rate)
+    except ValueError as exc:
+        parser.error(str(exc))
     with Network(args.hosts, rate=rate) as net:
         times = {algo: measure(net, args.ranks_per_host, args.coll, algo, sizes) for algo in algos}
     print(f"{args.coll}, {args.hosts} hosts x {args.ranks_per_host} ranks, link {args.rate}; median µs per call")
@@ -63,6 +102,16 @@ def main() -> int:
         best = min((t for t in row.values() if t is not None), default=None)
         cells = [f"{'-' if t is None else f'{t:.0f}' + ('*' if t == best else ' '):>20}" for t in row.values()]
         print(f"{size:>10} " + " ".join(cells))
+    if bytes_per_second is not None and args.coll in LINK_SHARE:
+        print(f"time over the link bound ({LINK_SHARE[args.coll](args.hosts):.2f} x bytes per host at {rate})")
+        for size in sizes:
+            bound = link_bound_us(args.coll, size, args.hosts, bytes_per_second)
+            cells = [f"{'-' if times[a].get(size) is None else f'{times[a][size] / bound:.2f}':>20}" for a in algos]
+            print(f"{size:>10} " + " ".join(cells) + f"   (bound {bound:.0f} µs)")
+    if AUTO in algos and "ring" in algos:
+        ratios = [f"{size} B {times[AUTO][size] / times['ring'][size]:.2f}" for size in sizes
+                  if size in times[AUTO] and size in times["ring"]]
+        print(f"auto / ring: {', '.join(ratios)}")
     return 0
 
 
