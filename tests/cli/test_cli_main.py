@@ -91,9 +91,12 @@ def test_store_subcommand_serves_real_clients_until_interrupted() -> None:
 
     port = free_port()
     env = {**os.environ, "MESHCOMM_TOKEN": "cli-secret"}
+    # A shell that starts a job in the background without job control has it ignore
+    # SIGINT, and children inherit that; the store must see Ctrl-C as a terminal sends it.
     proc = subprocess.Popen(
         [sys.executable, "-m", "meshcomm", "store", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         with TCPStore("127.0.0.1", port, timeout=20, token=b"cli-secret") as client:
