@@ -54,10 +54,10 @@ def rate_bytes_per_second(rate: str) -> float:
     return float(match.group(1)) * _TC_BITS[match.group(2)] / 8
 
 
-def link_bound_us(coll: str, nbytes: int, hosts: int, rate: float) -> float | None:
-    """Microseconds the bytes each host must send take at `rate` bytes per second; None where not defined."""
+def link_share(coll: str, hosts: int) -> float | None:
+    """The share of the payload each host must send (LINK_SHARE); None where not defined or on one host."""
     share = LINK_SHARE.get(coll)
-    return None if share is None or hosts < 2 else share(hosts) * nbytes / rate * 1e6
+    return None if share is None or hosts < 2 else share(hosts)
 
 
 def measure(net: Network, ranks_per_host: int, coll: str, algo: str, sizes: list[int]) -> dict[int, float]:
@@ -102,10 +102,11 @@ def main() -> int:
         best = min((t for t in row.values() if t is not None), default=None)
         cells = [f"{'-' if t is None else f'{t:.0f}' + ('*' if t == best else ' '):>20}" for t in row.values()]
         print(f"{size:>10} " + " ".join(cells))
-    if bytes_per_second is not None and args.coll in LINK_SHARE:
-        print(f"time over the link bound ({LINK_SHARE[args.coll](args.hosts):.2f} x bytes per host at {rate})")
+    share = link_share(args.coll, args.hosts)
+    if bytes_per_second is not None and share is not None:
+        print(f"time over the link bound ({share:.2f} x bytes per host at {rate})")
         for size in sizes:
-            bound = link_bound_us(args.coll, size, args.hosts, bytes_per_second)
+            bound = share * size / bytes_per_second * 1e6
             cells = [f"{'-' if times[a].get(size) is None else f'{times[a][size] / bound:.2f}':>20}" for a in algos]
             print(f"{size:>10} " + " ".join(cells) + f"   (bound {bound:.0f} µs)")
     if AUTO in algos and "ring" in algos:

@@ -167,6 +167,13 @@ def run(args: argparse.Namespace) -> int:
     def predicted(problem: Problem, parameters: model.Parameters, algorithm: str = "recursive_doubling") -> float:
         return predict(problem, algorithm, 4, parameters, cores=cores)
 
+    def solved(name: str, problem: Problem, measured: float, parameters: model.Parameters,
+               algorithm: str = "recursive_doubling") -> model.Parameters:
+        """`parameters` with field `name` set so that the model's time of `problem` equals `measured`."""
+        def at(value: float) -> float:
+            return predicted(problem, replace(parameters, **{name: value}), algorithm)
+        return replace(parameters, **{name: measure.solve_linear(measured, at(0.0), at(1.0))})
+
     problem, measured = small_all_reduce(args.nproc)
     steps = predicted(problem, parameters)
     parameters = replace(parameters, call=measure.call_overhead(measured, steps))
@@ -176,14 +183,10 @@ def run(args: argparse.Namespace) -> int:
         parameters = replace(parameters, crowded_alpha=4 * parameters.same_host.alpha)
     else:
         problem, crowd_measured = small_all_reduce(crowd)
-        parameters = replace(parameters, crowded_alpha=measure.solve_linear(
-            crowd_measured, predicted(problem, parameters),
-            predicted(problem, replace(parameters, crowded_alpha=1.0))))
+        parameters = solved("crowded_alpha", problem, crowd_measured, parameters)
         crowded = f"from an 8 B all_reduce on {crowd} ranks: {crowd_measured * 1e6:.1f} µs"
     problem, board_measured = small_all_reduce(args.nproc, "direct")
-    parameters = replace(parameters, board=measure.solve_linear(
-        board_measured, predicted(problem, replace(parameters, board=0.0), "direct"),
-        predicted(problem, replace(parameters, board=1.0), "direct")))
+    parameters = solved("board", problem, board_measured, parameters, "direct")
     if args.choices:
         parameters = replace(parameters, choices=_measure_choices(args.choices, args.choice_sizes, args.choice_runs,
                                                                       args.budget))
