@@ -19,10 +19,21 @@ Ranks may outnumber cores (2 cores here, 4 or 8 ranks). Then a same-host
 message costs crowded_alpha instead of alpha (its receiver has to be
 scheduled, not just woken), and the byte terms of a step (β, γ, copy) are
 stretched by max(1, ranks of that host acting in the step / cores), on the
-assumption that the ranks which act in a step share the host's cores evenly. Not modelled: the executor's pipelining of
-messages in chunks (it overlaps a long message's transfer with its
-reduction), cache effects (γ and copy are out-of-cache rates), and TCP links
-sharing a core with their peer when "other host" is really this host.
+assumption that the ranks which act in a step share the host's cores evenly.
+
+A host has one link to the others, and its ranks share it: a message to
+another host has its byte term stretched by the number of the sending host's
+ranks that send across hosts in the same step, or of the receiving host's
+ranks that receive across hosts, whichever is larger (a full-duplex link,
+shared evenly). So two ranks of a host that each send m bytes across at once
+take as long as one rank sending 2m, which is what decides between a
+binomial tree, whose later rounds cross the link from several ranks at
+once, and a tree of one leader per host.
+
+Not modelled: the executor's pipelining of messages in chunks (it overlaps a
+long message's transfer with its reduction), cache effects (γ and copy are
+out-of-cache rates), and TCP links sharing a core with their peer when
+"other host" is really this host.
 """
 
 from __future__ import annotations
@@ -72,6 +83,7 @@ def replay(schedules: Sequence[Schedule], itemsize: int, parameters: Parameters,
             if step:
                 acting[hosts[rank]] += 1
         stretch = [max(1.0, acting[hosts[rank]] / cores) for rank in range(n)]
+        sharing = _link_sharing(steps, hosts)
 
         ready = list(clock)
         arrivals: dict[tuple[int, int], deque[float]] = defaultdict(deque)
@@ -86,7 +98,8 @@ def replay(schedules: Sequence[Schedule], itemsize: int, parameters: Parameters,
                     if hosts[op.peer] == hosts[rank]:
                         t += alpha_here[rank] + op.src.count * itemsize * same.beta * stretch[rank]
                     else:
-                        t += other.alpha + op.src.count * itemsize * other.beta * stretch[rank]
+                        share = max(stretch[rank], sharing(rank, op.peer))
+                        t += other.alpha + op.src.count * itemsize * other.beta * share
                     arrivals[(rank, op.peer)].append(t)
             sent[rank] = t
         for rank, step in enumerate(steps):
@@ -99,3 +112,17 @@ def replay(schedules: Sequence[Schedule], itemsize: int, parameters: Parameters,
             clock[rank] = max(sent[rank], t)
     return max(clock, default=0.0) + parameters.call
 
+
+
+def _link_sharing(steps: Sequence[Sequence], hosts: Sequence[object]):
+    """For one step: how many streams share the links a message from rank a to rank b (another host) crosses."""
+    sending: dict[object, set[int]] = defaultdict(set)
+    receiving: dict[object, set[int]] = defaultdict(set)
+    for rank, step in enumerate(steps):
+        for op in step:
+            if isinstance(op, (Send, Recv, RecvReduce)) and hosts[op.peer] != hosts[rank]:
+                (sending if isinstance(op, Send) else receiving)[hosts[rank]].add(rank)
+
+    def sharing(a: int, b: int) -> int:
+        return max(len(sending[hosts[a]]), len(receiving[hosts[b]]))
+    return sharing

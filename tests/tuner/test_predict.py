@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import Copy, Recv, Schedule, Send, Slice
 from meshcomm.tuner.choose import Chooser
-from meshcomm.tuner.model import Link, Parameters
+from meshcomm.tuner.model import DEFAULTS, Link, Parameters
 from meshcomm.tuner.predict import predict, replay
 
 
@@ -97,6 +99,49 @@ def test_a_receive_waits_for_its_senders_clock() -> None:
     receiver = Schedule("broadcast", "hand", 1, 2, steps=((Recv(0, Slice("output", 0, 10)),),))
     parameters = params(alpha=5.0, beta=1.0, copy=2.0)
     assert replay([sender, receiver], 1, parameters, cores=2) == 100 * 2.0 + 5.0 + 10 * 1.0
+
+
+def test_ranks_of_one_host_sending_across_at_once_share_its_link() -> None:
+    # Ranks 0 and 1 (host a) each send 10 elements to host b in one step: the link carries 20.
+    def sender(rank: int, peer: int) -> Schedule:
+        return Schedule("broadcast", "hand", rank, 4, steps=((Send(peer, Slice("output", 0, 10)),),))
+
+    def receiver(rank: int, peer: int) -> Schedule:
+        return Schedule("broadcast", "hand", rank, 4, steps=((Recv(peer, Slice("output", 0, 10)),),))
+
+    slow_link = params(beta=0.0, other=Link(0.0, 1.0))
+    both = [sender(0, 2), sender(1, 3), receiver(2, 0), receiver(3, 1)]
+    assert replay(both, 1, slow_link, ["a", "a", "b", "b"], cores=4) == 20.0
+    idle = Schedule("broadcast", "hand", 1, 4, steps=((),))
+    one = [sender(0, 2), idle, receiver(2, 0), Schedule("broadcast", "hand", 3, 4, steps=((),))]
+    assert replay(one, 1, slow_link, ["a", "a", "b", "b"], cores=4) == 10.0
+    # Two receivers on one host share its link too, even from two sending hosts.
+    fan_in = [sender(0, 2), sender(1, 3), receiver(2, 0), receiver(3, 1)]
+    assert replay(fan_in, 1, slow_link, ["a", "c", "b", "b"], cores=4) == 20.0
+
+
+def test_across_hosts_a_tree_of_leaders_beats_a_binomial_tree_that_crosses_twice() -> None:
+    # 2 hosts x 2 ranks: the binomial tree's second round sends 0 -> 2 and 1 -> 3 across at once.
+    problem = Problem("broadcast", 4, (1 << 20,), root=0, hosts=(0, 0, 1, 1))
+    slow_link = params(beta=0.01e-9, other=Link(0.0, 1e-9))
+    hosts = ["a", "a", "b", "b"]
+    binomial = predict(problem, "binomial", 4, slow_link, hosts, cores=4)
+    hierarchical = predict(problem, "hierarchical", 4, slow_link, hosts, cores=4)
+    assert binomial == pytest.approx(2 * hierarchical, rel=0.02)
+    chooser = Chooser(slow_link, 4, hosts, cores=4, node_hosts=(0, 0, 1, 1))
+    assert chooser.choose(problem, 4).name in ("hierarchical", "chain")
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_across_a_one_gigabit_link_the_hierarchical_algorithms_win_large_buffers(collective: str) -> None:
+    # The built-in parameters with the other_host link measured across emulated 1 Gbit/s hosts.
+    gigabit = replace(DEFAULTS, other_host=Link(60e-6, 8.3e-9))
+    chooser = Chooser(gigabit, 4, ["a", "a", "b", "b"], cores=2, node_hosts=(0, 0, 1, 1))
+    elements = (16 << 20) // 4
+    counts = (elements,) if collective in ("all_reduce", "broadcast") else (elements // 4,) * 4
+    choice = chooser.choose(Problem(collective, 4, counts, hosts=(0, 0, 1, 1)), 4)
+    assert choice.name in ("hierarchical", "chain")  # chain: a broadcast's pipeline crosses once too
+    assert choice.times["ring" if collective != "broadcast" else "binomial"] > 1.3 * choice.seconds
 
 
 def test_hosts_must_label_every_rank() -> None:
