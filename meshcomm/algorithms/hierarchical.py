@@ -50,6 +50,10 @@ class HostLayout:
         leaders, hosts = self.leaders(), len(self.members)
         return leaders[(host + 1) % hosts], leaders[(host - 1) % hosts]
 
+    def lane_members(self, host: int, lane: int) -> list[int]:
+        """The ranks of `host` whose blocks lane `lane` carries across hosts: local ranks lane, lane + K, ..."""
+        return self.members[host][lane::self.lanes]
+
     def led_by(self, rank: int, root: int | None = None) -> tuple[int, list[int]]:
         """`rank`'s leader, and its host's ranks with the leader first."""
         ranks, _ = self.local(rank)
@@ -106,16 +110,30 @@ def all_reduce(problem: Problem, rank: int, segments: int | None = None) -> Sche
         return single_rank(problem, "hierarchical")
     layout = HostLayout(problem)
     count = problem.count
-    if segments is None:
-        segments = 1 if len(layout.members) == 1 else max(1, min(MAX_SEGMENTS, count // PIPELINE_ELEMENTS))
-    elif segments < 1:
-        raise ValueError(f"segments must be >= 1, got {segments}")
+    segments = _segment_count(layout, count, segments)
     builder = StepBuilder()
     copy_input_to_output(builder, count)
     bounds = block_bounds(count, segments)
     for segment in range(segments):
         _all_reduce_segment(builder, segment, layout, rank, bounds[segment], bounds[segment + 1] - bounds[segment])
     return builder.build(problem, rank, "hierarchical")
+
+
+def _segment_count(layout: HostLayout, elements: int, segments: int | None) -> int:
+    """`segments` checked, or by default one per PIPELINE_ELEMENTS of the buffer (at most MAX_SEGMENTS) across hosts."""
+    if segments is None:
+        return 1 if len(layout.members) == 1 else max(1, min(MAX_SEGMENTS, elements // PIPELINE_ELEMENTS))
+    if segments < 1:
+        raise ValueError(f"segments must be >= 1, got {segments}")
+    return segments
+
+
+def _block_segments(problem: Problem, segments: int) -> list[list[tuple[int, int]]]:
+    """For each segment, each rank's block's part in it as (offset, count): the j-th of `segments` cuts of every block."""
+    offsets = problem.offsets()
+    cuts = [block_bounds(count, segments) for count in problem.counts]
+    return [[(offsets[r] + cuts[r][j], cuts[r][j + 1] - cuts[r][j]) for r in range(problem.nranks)]
+            for j in range(segments)]
 
 
 def _all_reduce_segment(builder: StepBuilder, first: int, layout: HostLayout, rank: int, offset: int,
@@ -208,90 +226,168 @@ def broadcast(problem: Problem, rank: int) -> Schedule:
     return builder.build(problem, rank, "hierarchical")
 
 
-def all_gather(problem: Problem, rank: int) -> Schedule:
-    """Hierarchical all-gather: gather to each host's leader, a ring of whole hosts, a tree inside each host.
+def all_gather(problem: Problem, rank: int, segments: int | None = None) -> Schedule:
+    """Hierarchical all-gather: blocks shared inside each host, one ring per lane across hosts, forwarded as they come.
 
-    Each rank sends its block to its host's leader (its first rank); the
-    leaders run a ring all-gather of whole hosts' blocks (a host's blocks need
-    not be contiguous: each moves as its own message); each leader then
-    broadcasts the complete output inside its host by a binomial tree. A host
-    receives the other hosts' blocks once. Cost: 1 + (H - 1) + ceil(log2 l_max)
-    steps; a leader sends (H - 1) hosts' blocks across hosts and the whole
-    output down its host's tree.
+    The lanes are each host's first K ranks, K the smallest number of ranks
+    any host has; local rank i is a member of lane i mod K, so lane k of host
+    h speaks for the blocks of its members, G(h, k) (just its own when all
+    hosts have K ranks).
+
+    1. Inside each host, every rank sends its block to the host's other ranks
+       (step 0).
+    2. Across hosts, lane k of every host runs a ring all-gather of the
+       G(., k) blocks: in ring step c it passes the blocks of host h - c to
+       the next host's lane k and receives those of host h - c - 1. When all
+       hosts have K ranks the ring starts in step 0 with the lane's own
+       block; otherwise in step 1, once its members' blocks have arrived.
+    3. Each lane forwards the blocks it received in a ring step to the other
+       ranks of its host in the next step, so the hosts' shared-memory
+       traffic of one ring step runs while the links carry the next.
+
+    Across hosts every block is cut into `segments` parts (default as for
+    the all-reduce) that run these phases one step apart, so that what is
+    left of phase 3 after the ring's last step is one part's forwarding.
+
+    A host sends each of its blocks across once per other host but one,
+    (H - 1) / H of the output, as little as any all-gather can, spread over
+    K connections. Cost: H + segments - 1 steps when hosts are alike (one
+    more otherwise); every rank sends its block to l - 1 local ranks, and
+    each lane sends H - 1 hosts' share of its members' blocks across and
+    forwards them to l - 1 local ranks. On one host it is `direct`'s one
+    step of messages; with one rank per host, the ring.
     """
     check_collective(problem, "all_gather")
     check_rank(problem, rank)
     if problem.nranks == 1:
         return single_rank(problem, "hierarchical")
     layout = HostLayout(problem)
-    offsets = problem.offsets()
     builder = StepBuilder()
-
-    def block(r: int) -> Slice:
-        return Slice(OUTPUT, offsets[r], problem.counts[r])
-
-    leader, order = layout.led_by(rank)
-    if rank == leader:
-        builder.copy(0, Slice(INPUT, 0, problem.counts[rank]), block(rank))
-        for r in order[1:]:
-            builder.recv(0, r, block(r))
-    else:
-        builder.send(0, leader, Slice(INPUT, 0, problem.counts[rank]))
-    hosts = len(layout.members)
-    if rank == leader:
-        me = layout.host_of[rank]
-        right, left = layout.leader_ring(me)
-        for s in range(hosts - 1):
-            for r in layout.members[(me - s) % hosts]:
-                builder.send(1 + s, right, block(r))
-            for r in layout.members[(me - s - 1) % hosts]:
-                builder.recv(1 + s, left, block(r))
-    _tree(builder, hosts, order, rank, [Slice(OUTPUT, 0, problem.total)])
+    builder.copy(0, Slice(INPUT, 0, problem.counts[rank]), Slice(OUTPUT, problem.offsets()[rank], problem.counts[rank]))
+    for segment, parts in enumerate(_block_segments(problem, _segment_count(layout, problem.total, segments))):
+        _all_gather_segment(builder, segment, layout, rank, parts)
     return builder.build(problem, rank, "hierarchical")
 
 
-def reduce_scatter(problem: Problem, rank: int) -> Schedule:
-    """Hierarchical reduce-scatter: reduce at each host's leader, a ring of whole hosts, hand out the blocks.
+def _all_gather_segment(builder: StepBuilder, first: int, layout: HostLayout, rank: int,
+                        parts: list[tuple[int, int]]) -> None:
+    """The all-gather's phases on the blocks' parts `parts` (per rank, in OUTPUT), from step `first`."""
+    def blocks(ranks: list[int]) -> list[Slice]:
+        return [Slice(OUTPUT, *parts[r]) for r in ranks]
 
-    Each rank sends its whole input to its host's leader (its first rank),
-    which reduces them in scratch, one per step (two receives may not reduce
-    into one place in a step); the leaders run a ring reduce-scatter of whole
-    hosts' blocks; each leader hands every rank of its host its block. A host
-    sends (H - 1) / H of the buffer across hosts. Cost: (l_max - 1) + (H - 1) + 1
-    steps, with l - 1 whole buffers reduced by each leader (cheap in shared
-    memory, and the price of sending nothing twice between hosts).
+    local, me = layout.local(rank)
+    for peer in local:  # phase 1
+        if peer != rank:
+            builder.send(first, peer, blocks([rank])[0])
+            builder.recv(first, peer, blocks([peer])[0])
+    hosts, lanes = len(layout.members), layout.lanes
+    start = first + (0 if layout.largest == lanes else 1)
+    host = layout.host_of[rank]
+    if me < lanes:  # phase 2, and this lane's part of phase 3
+        right = layout.members[(host + 1) % hosts][me]
+        left = layout.members[(host - 1) % hosts][me]
+        for c in range(hosts - 1):
+            for part in blocks(layout.lane_members((host - c) % hosts, me)):
+                builder.send(start + c, right, part)
+            arriving = blocks(layout.lane_members((host - c - 1) % hosts, me))
+            for part in arriving:
+                builder.recv(start + c, left, part)
+            for peer in local:
+                if peer != rank:
+                    for part in arriving:
+                        builder.send(start + c + 1, peer, part)
+    for lane in range(lanes):  # phase 3: what the host's other lanes forward
+        if lane != me:
+            for c in range(hosts - 1):
+                for part in blocks(layout.lane_members((host - c - 1) % hosts, lane)):
+                    builder.recv(start + c + 1, local[lane], part)
+
+
+def reduce_scatter(problem: Problem, rank: int, segments: int | None = None) -> Schedule:
+    """Hierarchical reduce-scatter: in-host reduce-scatter to the lanes, one ring per lane across hosts, hand out.
+
+    The mirror of the all-gather above, with the lanes and their members
+    G(h, k) defined alike; U(k) is the blocks of every host's G(., k), the
+    part of the buffer lane k reduces.
+
+    1. Inside each host, a pairwise reduce-scatter to the lanes in scratch:
+       in step s local rank i sends its U((i + s) mod l) to local rank
+       (i + s) mod l if that rank is a lane, and a lane reduces the U it
+       receives into its own, one source per step.
+    2. Across hosts, lane k of every host runs a ring reduce-scatter of
+       U(k), in pieces G(p, k) per host p: in ring step c it sends its partial
+       G(h - c - 1, k) to the next host's lane k and reduces G(h - c - 2, k)
+       from the previous one, so after H - 1 steps it holds G(h, k) reduced
+       over every rank.
+    3. Each lane hands its members their blocks (its own is a copy).
+
+    Across hosts every block is cut into `segments` parts (default as for
+    the all-reduce) that run these phases one step apart, so that the hosts
+    reduce one part while the links carry another.
+
+    A host sends (H - 1) / H of the buffer across hosts, as little as any
+    reduce-scatter can, spread over K connections. Cost: (l_max - 1) + (H - 1)
+    + segments steps; inside a host each rank sends about m (l - 1) / K
+    elements and the lanes reduce as many; across hosts each lane sends and
+    reduces (H - 1) / H of U(k). On one host it is a pairwise reduce-scatter;
+    with one rank per host, the ring.
     """
     check_collective(problem, "reduce_scatter")
     check_rank(problem, rank)
     if problem.nranks == 1:
         return single_rank(problem, "hierarchical")
     layout = HostLayout(problem)
-    offsets = problem.offsets()
     builder = StepBuilder()
-    leader, order = layout.led_by(rank)
-    hosts = len(layout.members)
-    # A leader reduces one local rank's buffer per step (two receives may not reduce into one place in a step).
-    ring = layout.largest - 1
-    last = ring + hosts - 1  # the step in which leaders hand out the blocks
-    if rank != leader:
-        builder.send(order.index(rank) - 1, leader, Slice(INPUT, 0, problem.total))
-        builder.recv(last, leader, Slice(OUTPUT, 0, problem.counts[rank]))
-        return builder.build(problem, rank, "hierarchical")
+    for segment, parts in enumerate(_block_segments(problem, _segment_count(layout, problem.total, segments))):
+        _reduce_scatter_segment(builder, segment, layout, rank, parts, problem.offsets()[rank])
+    lane = layout.local(rank)[1] < layout.lanes
+    return builder.build(problem, rank, "hierarchical", scratch=problem.total if lane else 0)
 
-    def block(r: int) -> Slice:
-        return Slice(SCRATCH, offsets[r], problem.counts[r])
 
-    builder.copy(0, Slice(INPUT, 0, problem.total), Slice(SCRATCH, 0, problem.total))
-    for i, r in enumerate(order[1:]):
-        builder.recv_reduce(i, r, Slice(SCRATCH, 0, problem.total))
-    me = layout.host_of[rank]
-    right, left = layout.leader_ring(me)
-    for s in range(hosts - 1):
-        for r in layout.members[(me - s - 1) % hosts]:
-            builder.send(ring + s, right, block(r))
-        for r in layout.members[(me - s - 2) % hosts]:
-            builder.recv_reduce(ring + s, left, block(r))
-    builder.copy(last, block(rank), Slice(OUTPUT, 0, problem.counts[rank]))
-    for r in order[1:]:
-        builder.send(last, r, block(r))
-    return builder.build(problem, rank, "hierarchical", scratch=problem.total)
+def _reduce_scatter_segment(builder: StepBuilder, first: int, layout: HostLayout, rank: int,
+                            parts: list[tuple[int, int]], own_offset: int) -> None:
+    """The reduce-scatter's phases on the blocks' parts `parts` (per rank, in INPUT and SCRATCH), from step `first`.
+
+    own_offset is where `rank`'s block starts in the whole buffer; its OUTPUT holds only that block.
+    """
+    hosts, lanes = len(layout.members), layout.lanes
+
+    def piece(buffer: str, host: int, lane: int) -> list[Slice]:
+        return [Slice(buffer, *parts[r]) for r in layout.lane_members(host % hosts, lane)]
+
+    def lane_part(buffer: str, lane: int) -> list[Slice]:
+        return [part for h in range(hosts) for part in piece(buffer, h, lane)]
+
+    local, me = layout.local(rank)
+    size = len(local)
+    if me < lanes:
+        for source, target in zip(lane_part(INPUT, me), lane_part(SCRATCH, me)):
+            builder.copy(first, source, target)
+    for s in range(1, size):  # phase 1: reduce-scatter to the lanes
+        to, source = (me + s) % size, (me - s) % size
+        if to < lanes:
+            for part in lane_part(INPUT, to):
+                builder.send(first + s - 1, local[to], part)
+        if me < lanes:
+            for part in lane_part(SCRATCH, me):
+                builder.recv_reduce(first + s - 1, local[source], part)
+    across = first + layout.largest - 1
+    host = layout.host_of[rank]
+    if me < lanes:  # phase 2: lane `me`'s ring across the hosts
+        right = layout.members[(host + 1) % hosts][me]
+        left = layout.members[(host - 1) % hosts][me]
+        for c in range(hosts - 1):
+            for part in piece(SCRATCH, host - c - 1, me):
+                builder.send(across + c, right, part)
+            for part in piece(SCRATCH, host - c - 2, me):
+                builder.recv_reduce(across + c, left, part)
+    last = across + hosts - 1  # phase 3: the lanes hand out the blocks
+    mine = Slice(OUTPUT, parts[rank][0] - own_offset, parts[rank][1])
+    if me < lanes:
+        for member in layout.lane_members(host, me):
+            if member == rank:
+                builder.copy(last, Slice(SCRATCH, *parts[member]), mine)
+            else:
+                builder.send(last, member, Slice(SCRATCH, *parts[member]))
+    else:
+        builder.recv(last, local[me % lanes], mine)

@@ -44,9 +44,21 @@ def test_a_large_buffer_across_hosts_is_pipelined_and_still_crosses_the_links_on
     assert cross_host_elements(two_by_two, "hierarchical") == {0: count, 1: count}
 
 
-def test_segments_must_be_positive() -> None:
+@pytest.mark.parametrize(("collective", "unsegmented_steps"), [("all_gather", 2), ("reduce_scatter", 3)])
+def test_large_blocks_across_hosts_are_pipelined_and_still_cross_the_links_once(collective: str,
+                                                                                 unsegmented_steps: int) -> None:
+    block = hierarchical.MAX_SEGMENTS * hierarchical.PIPELINE_ELEMENTS // 4
+    problem = Problem(collective, 4, (block,) * 4, hosts=(0, 0, 1, 1))
+    steps = {len(get_schedule(problem, rank, "hierarchical").steps) for rank in range(4)}
+    assert steps == {unsegmented_steps + hierarchical.MAX_SEGMENTS - 1}
+    assert cross_host_elements(problem, "hierarchical") == {0: 2 * block, 1: 2 * block}
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_segments_must_be_positive(collective: str) -> None:
+    counts = (4,) if collective == "all_reduce" else (4, 4)
     with pytest.raises(ValueError, match="segments must be >= 1, got 0"):
-        hierarchical.all_reduce(Problem("all_reduce", 2, (4,), hosts=(0, 1)), 0, segments=0)
+        getattr(hierarchical, collective)(Problem(collective, 2, counts, hosts=(0, 1)), 0, segments=0)
 
 
 def layout_problems(collective: str, hosts: tuple) -> list[Problem]:
@@ -57,13 +69,23 @@ def layout_problems(collective: str, hosts: tuple) -> list[Problem]:
     return [Problem(collective, n, counts, hosts=hosts) for counts in (uneven, (5,) * n)]
 
 
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("segments", [2, 3])
+def test_hierarchical_all_gather_and_reduce_scatter_in_segments_are_right_on_every_host_layout(
+        collective: str, segments: int) -> None:
+    pipelined = functools.partial(getattr(hierarchical, collective), segments=segments)
+    for hosts in LAYOUTS:
+        for problem in layout_problems(collective, hosts):
+            check(problem, pipelined, in_place=False)
+            check(problem, pipelined, in_place=True)
+
+
 @pytest.mark.parametrize("collective", ["broadcast", "all_gather", "reduce_scatter"])
-def test_hierarchical_leader_algorithms_are_right_on_every_host_layout(collective: str) -> None:
+def test_hierarchical_rooted_and_gathering_algorithms_are_right_on_every_host_layout(collective: str) -> None:
     for hosts in LAYOUTS:
         for problem in layout_problems(collective, hosts):
             check(problem, "hierarchical", in_place=False)
-            if collective == "broadcast":
-                check(problem, "hierarchical", in_place=True)
+            check(problem, "hierarchical", in_place=True)
 
 
 def test_without_hosts_it_is_right_too() -> None:
@@ -100,7 +122,7 @@ def test_hosts_must_name_a_host_for_every_rank() -> None:
 
 
 @pytest.mark.parametrize("collective", ["broadcast", "all_gather", "reduce_scatter"])
-def test_leader_algorithms_cross_each_link_with_the_least_data(collective: str) -> None:
+def test_hierarchical_algorithms_cross_each_link_with_the_least_data(collective: str) -> None:
     hosts, per_host, block = 3, 4, 10
     layout = tuple(r % hosts for r in range(hosts * per_host))  # hosts interleave in rank order
     n = len(layout)
@@ -113,3 +135,26 @@ def test_leader_algorithms_cross_each_link_with_the_least_data(collective: str) 
     else:
         # Each host sends the other hosts' share of its data once: (H - 1) host blocks, in ring order.
         assert sent == {h: (hosts - 1) * per_host * block for h in range(hosts)}
+
+
+@pytest.mark.parametrize("collective", ["all_gather", "reduce_scatter"])
+def test_every_lane_of_a_host_carries_its_share_across(collective: str) -> None:
+    # 3 hosts x 2 ranks: both ranks of each host send across, each (H - 1) of the blocks it speaks for.
+    layout = (0, 0, 1, 1, 2, 2)
+    problem = Problem(collective, 6, (10,) * 6, hosts=layout)
+    across: dict[int, int] = {}
+    for rank in range(6):
+        for step in get_schedule(problem, rank, "hierarchical").steps:
+            for op in step:
+                if isinstance(op, Send) and layout[op.peer] != layout[rank]:
+                    across[rank] = across.get(rank, 0) + op.src.count
+    assert across == {rank: 2 * 10 for rank in range(6)}
+
+
+def test_alike_hosts_forward_all_gather_blocks_while_the_ring_runs() -> None:
+    # 2 hosts x 2 ranks: step 0 shares the own block inside the host and sends it across; step 1
+    # forwards what came across. Hosts of different sizes wait one step for their members' blocks.
+    alike = Problem("all_gather", 4, (5,) * 4, hosts=(0, 0, 1, 1))
+    assert [len(get_schedule(alike, r, "hierarchical").steps) for r in range(4)] == [2] * 4
+    uneven = Problem("all_gather", 5, (5,) * 5, hosts=(0, 0, 0, 1, 1))
+    assert max(len(get_schedule(uneven, r, "hierarchical").steps) for r in range(5)) == 3
