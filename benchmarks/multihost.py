@@ -8,7 +8,10 @@ host, `tc tbf` at --rate on each host's interface), runs `meshcomm bench`'s
 worker once per algorithm as one job across the hosts (one `meshcomm run`
 per host, --nnodes/--node-rank/--host-id), and prints the median time of each
 algorithm at each size, slowest rank per call, with the best marked. `auto`
-names no algorithm, so the group's cost model chooses, as in a user's job.
+names no algorithm, so the group's cost model chooses, as in a user's job;
+first a ping-pong between two hosts measures the link's α and β, as
+`meshcomm tune` measures its "other_host" class, and the auto job runs with
+them (MESHCOMM_TUNING or the built-in defaults for everything else).
 With a --rate, the link bound of the collective follows: the bytes each host
 must put on its link, at the link's rate (tc limits what a host sends), and
 each algorithm's time over it. Needs root and iproute2.
@@ -22,11 +25,13 @@ import os
 import re
 import sys
 import tempfile
+from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from meshcomm.bench.sizes import parse_sizes  # noqa: E402
 from meshcomm.bench.worker import Spec  # noqa: E402
+from meshcomm.tuner import measure as tuner_measure, model  # noqa: E402
 from tests.multihost.job import run_job  # noqa: E402
 from tests.multihost.netns import Network, unavailable  # noqa: E402
 
@@ -60,17 +65,30 @@ def link_share(coll: str, hosts: int) -> float | None:
     return None if share is None or hosts < 2 else share(hosts)
 
 
-def measure(net: Network, ranks_per_host: int, coll: str, algo: str, sizes: list[int]) -> dict[int, float]:
+def bench_rows(net: Network, ranks_per_host: int, spec: Spec, label: str,
+               env: dict[str, str] | None = None) -> list[dict]:
+    """Run `meshcomm bench`'s worker as one job across the hosts; its JSON rows."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "rows.jsonl")
-        algos = {} if algo == AUTO else {coll: algo}
-        spec = Spec(colls=[coll], sizes=sizes, algos=algos, json=out, budget=0.5)
-        runs = run_job(net, ranks_per_host, ["-m", "meshcomm.bench.worker", spec.to_json()], timeout=600)
+        spec = replace(spec, json=os.path.join(tmp, "rows.jsonl"))
+        runs = run_job(net, ranks_per_host, ["-m", "meshcomm.bench.worker", spec.to_json()], timeout=600, env=env)
         for run in runs:
             if run.returncode != 0:
-                raise SystemExit(f"{algo}: host {run.host} failed ({run.returncode}):\n{run.output[-2000:]}")
-        with open(out) as rows:
-            return {row["bytes"]: row["time_us"] for row in map(json.loads, rows)}
+                raise SystemExit(f"{label}: host {run.host} failed ({run.returncode}):\n{run.output[-2000:]}")
+        with open(spec.json) as rows:
+            return [json.loads(row) for row in rows]
+
+
+def measured_link(net: Network) -> model.Link:
+    """The links' α and β from a ping-pong between ranks on two hosts."""
+    spec = Spec(colls=["pingpong"], sizes=list(tuner_measure.PINGPONG_BYTES), budget=0.5)
+    return tuner_measure.fit_link(tuner_measure.one_way_times(bench_rows(net, 1, spec, "ping-pong")))
+
+
+def measure(net: Network, ranks_per_host: int, coll: str, algo: str, sizes: list[int],
+            env: dict[str, str] | None = None) -> dict[int, float]:
+    algos = {} if algo == AUTO else {coll: algo}
+    spec = Spec(colls=[coll], sizes=sizes, algos=algos, budget=0.5)
+    return {row["bytes"]: row["time_us"] for row in bench_rows(net, ranks_per_host, spec, algo, env)}
 
 
 def main() -> int:
@@ -93,8 +111,17 @@ def main() -> int:
         bytes_per_second = None if rate is None else rate_bytes_per_second(rate)
     except ValueError as exc:
         parser.error(str(exc))
-    with Network(args.hosts, rate=rate) as net:
-        times = {algo: measure(net, args.ranks_per_host, args.coll, algo, sizes) for algo in algos}
+    with Network(args.hosts, rate=rate) as net, tempfile.TemporaryDirectory() as tmp:
+        auto_env = None
+        if AUTO in algos:
+            link = measured_link(net)
+            print(f"link measured across hosts: alpha {link.alpha * 1e6:.1f} µs, beta {link.beta * 1e9:.3f} ns/B "
+                  f"({1e-9 / link.beta if link.beta else float('inf'):.3f} GB/s); {AUTO!r} uses it")
+            tuning = os.path.join(tmp, "tuning.json")
+            model.save(replace(model.configured(), other_host=link), tuning)
+            auto_env = {"MESHCOMM_TUNING": tuning}
+        times = {algo: measure(net, args.ranks_per_host, args.coll, algo, sizes, auto_env if algo == AUTO else None)
+                 for algo in algos}
     print(f"{args.coll}, {args.hosts} hosts x {args.ranks_per_host} ranks, link {args.rate}; median µs per call")
     print(f"{'bytes':>10} " + " ".join(f"{a:>20}" for a in algos))
     for size in sizes:
