@@ -45,14 +45,14 @@ class HostLayout:
         """One rank per host, in host order: the root on its host, else the host's first rank."""
         return [root if root is not None and root in ranks else ranks[0] for ranks in self.members]
 
-    def leader_ring(self, host: int) -> tuple[int, int]:
-        """The leaders after and before host `host`'s in the ring of hosts (first ranks as leaders)."""
-        leaders, hosts = self.leaders(), len(self.members)
-        return leaders[(host + 1) % hosts], leaders[(host - 1) % hosts]
+    def lane_ring(self, host: int, lane: int) -> tuple[int, int]:
+        """Lane `lane` of the hosts after and before `host` in the ring of hosts."""
+        hosts = len(self.members)
+        return self.members[(host + 1) % hosts][lane], self.members[(host - 1) % hosts][lane]
 
     def lane_members(self, host: int, lane: int) -> list[int]:
-        """The ranks of `host` whose blocks lane `lane` carries across hosts: local ranks lane, lane + K, ..."""
-        return self.members[host][lane::self.lanes]
+        """The ranks of host `host` (mod H) whose blocks lane `lane` carries across: local ranks lane, lane + K, ..."""
+        return self.members[host % len(self.members)][lane::self.lanes]
 
     def led_by(self, rank: int, root: int | None = None) -> tuple[int, list[int]]:
         """`rank`'s leader, and its host's ranks with the leader first."""
@@ -129,7 +129,7 @@ def _segment_count(layout: HostLayout, elements: int, segments: int | None) -> i
 
 
 def _block_segments(problem: Problem, segments: int) -> list[list[tuple[int, int]]]:
-    """For each segment, each rank's block's part in it as (offset, count): the j-th of `segments` cuts of every block."""
+    """Per segment j, each rank's block's j-th of `segments` cuts, as (offset, count) in the whole buffer."""
     offsets = problem.offsets()
     cuts = [block_bounds(count, segments) for count in problem.counts]
     return [[(offsets[r] + cuts[r][j], cuts[r][j + 1] - cuts[r][j]) for r in range(problem.nranks)]
@@ -176,8 +176,7 @@ def _lane_ring(builder: StepBuilder, first: int, layout: HostLayout, lane: int, 
         index %= hosts
         return Slice(OUTPUT, offset + bounds[index], bounds[index + 1] - bounds[index])
 
-    right = layout.members[(host + 1) % hosts][lane]
-    left = layout.members[(host - 1) % hosts][lane]
+    right, left = layout.lane_ring(host, lane)
     for s in range(hosts - 1):
         builder.send(first + s, right, piece(host - s))
         builder.recv_reduce(first + s, left, piece(host - s - 1))
@@ -263,7 +262,7 @@ def all_gather(problem: Problem, rank: int, segments: int | None = None) -> Sche
         return single_rank(problem, "hierarchical")
     layout = HostLayout(problem)
     builder = StepBuilder()
-    builder.copy(0, Slice(INPUT, 0, problem.counts[rank]), Slice(OUTPUT, problem.offsets()[rank], problem.counts[rank]))
+    copy_input_to_output(builder, problem.counts[rank], out_offset=problem.offsets()[rank])
     for segment, parts in enumerate(_block_segments(problem, _segment_count(layout, problem.total, segments))):
         _all_gather_segment(builder, segment, layout, rank, parts)
     return builder.build(problem, rank, "hierarchical")
@@ -276,30 +275,28 @@ def _all_gather_segment(builder: StepBuilder, first: int, layout: HostLayout, ra
         return [Slice(OUTPUT, *parts[r]) for r in ranks]
 
     local, me = layout.local(rank)
-    for peer in local:  # phase 1
-        if peer != rank:
-            builder.send(first, peer, blocks([rank])[0])
-            builder.recv(first, peer, blocks([peer])[0])
+    others = [peer for peer in local if peer != rank]
+    for peer in others:  # phase 1
+        builder.send(first, peer, Slice(OUTPUT, *parts[rank]))
+        builder.recv(first, peer, Slice(OUTPUT, *parts[peer]))
     hosts, lanes = len(layout.members), layout.lanes
     start = first + (0 if layout.largest == lanes else 1)
     host = layout.host_of[rank]
     if me < lanes:  # phase 2, and this lane's part of phase 3
-        right = layout.members[(host + 1) % hosts][me]
-        left = layout.members[(host - 1) % hosts][me]
+        right, left = layout.lane_ring(host, me)
         for c in range(hosts - 1):
-            for part in blocks(layout.lane_members((host - c) % hosts, me)):
+            for part in blocks(layout.lane_members(host - c, me)):
                 builder.send(start + c, right, part)
-            arriving = blocks(layout.lane_members((host - c - 1) % hosts, me))
+            arriving = blocks(layout.lane_members(host - c - 1, me))
             for part in arriving:
                 builder.recv(start + c, left, part)
-            for peer in local:
-                if peer != rank:
-                    for part in arriving:
-                        builder.send(start + c + 1, peer, part)
+            for peer in others:
+                for part in arriving:
+                    builder.send(start + c + 1, peer, part)
     for lane in range(lanes):  # phase 3: what the host's other lanes forward
         if lane != me:
             for c in range(hosts - 1):
-                for part in blocks(layout.lane_members((host - c - 1) % hosts, lane)):
+                for part in blocks(layout.lane_members(host - c - 1, lane)):
                     builder.recv(start + c + 1, local[lane], part)
 
 
@@ -338,8 +335,9 @@ def reduce_scatter(problem: Problem, rank: int, segments: int | None = None) -> 
         return single_rank(problem, "hierarchical")
     layout = HostLayout(problem)
     builder = StepBuilder()
+    own_offset = problem.offsets()[rank]
     for segment, parts in enumerate(_block_segments(problem, _segment_count(layout, problem.total, segments))):
-        _reduce_scatter_segment(builder, segment, layout, rank, parts, problem.offsets()[rank])
+        _reduce_scatter_segment(builder, segment, layout, rank, parts, own_offset)
     lane = layout.local(rank)[1] < layout.lanes
     return builder.build(problem, rank, "hierarchical", scratch=problem.total if lane else 0)
 
@@ -353,7 +351,7 @@ def _reduce_scatter_segment(builder: StepBuilder, first: int, layout: HostLayout
     hosts, lanes = len(layout.members), layout.lanes
 
     def piece(buffer: str, host: int, lane: int) -> list[Slice]:
-        return [Slice(buffer, *parts[r]) for r in layout.lane_members(host % hosts, lane)]
+        return [Slice(buffer, *parts[r]) for r in layout.lane_members(host, lane)]
 
     def lane_part(buffer: str, lane: int) -> list[Slice]:
         return [part for h in range(hosts) for part in piece(buffer, h, lane)]
@@ -374,8 +372,7 @@ def _reduce_scatter_segment(builder: StepBuilder, first: int, layout: HostLayout
     across = first + layout.largest - 1
     host = layout.host_of[rank]
     if me < lanes:  # phase 2: lane `me`'s ring across the hosts
-        right = layout.members[(host + 1) % hosts][me]
-        left = layout.members[(host - 1) % hosts][me]
+        right, left = layout.lane_ring(host, me)
         for c in range(hosts - 1):
             for part in piece(SCRATCH, host - c - 1, me):
                 builder.send(across + c, right, part)

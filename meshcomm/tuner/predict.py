@@ -39,7 +39,7 @@ out-of-cache rates), and TCP links sharing a core with their peer when
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
@@ -113,8 +113,7 @@ def replay(schedules: Sequence[Schedule], itemsize: int, parameters: Parameters,
     return max(clock, default=0.0) + parameters.call
 
 
-
-def _link_sharing(steps: Sequence[Sequence], hosts: Sequence[object]):
+def _link_sharing(steps: Sequence[Sequence], hosts: Sequence[object]) -> Callable[[int, int], int]:
     """For one step: how many streams share the links a message from rank a to rank b (another host) crosses."""
     sending: dict[object, set[int]] = defaultdict(set)
     receiving: dict[object, set[int]] = defaultdict(set)

@@ -116,8 +116,7 @@ def test_ranks_of_one_host_sending_across_at_once_share_its_link() -> None:
     one = [sender(0, 2), idle, receiver(2, 0), Schedule("broadcast", "hand", 3, 4, steps=((),))]
     assert replay(one, 1, slow_link, ["a", "a", "b", "b"], cores=4) == 10.0
     # Two receivers on one host share its link too, even from two sending hosts.
-    fan_in = [sender(0, 2), sender(1, 3), receiver(2, 0), receiver(3, 1)]
-    assert replay(fan_in, 1, slow_link, ["a", "c", "b", "b"], cores=4) == 20.0
+    assert replay(both, 1, slow_link, ["a", "c", "b", "b"], cores=4) == 20.0
 
 
 def test_across_hosts_a_tree_of_leaders_beats_a_binomial_tree_that_crosses_twice() -> None:
