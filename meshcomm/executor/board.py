@@ -7,6 +7,13 @@ its output from the published bytes exactly as the `direct` schedule does:
 contributions combined in rank order, so every rank's result is
 bit-identical and equal to the schedule's. One synchronisation per call,
 whatever the group's size.
+
+A contribution larger than a slot goes by reference (transport/board.py)
+when the host's ranks can read each other's memory: readers copy straight
+from the poster's buffer, and the poster waits for them to finish before it
+returns, a second synchronisation that costs less than the copy it saves.
+A rank whose output overlaps what it published (an in-place all_reduce)
+computes into a scratch array and copies it over once its readers are done.
 """
 
 from __future__ import annotations
@@ -20,12 +27,16 @@ import numpy as np
 from meshcomm.algorithms.problem import Problem
 from meshcomm.errors import CollectiveMismatchError, CommTimeoutError
 from meshcomm.executor import fingerprint as fp
+from meshcomm.executor.executor import reusable
 from meshcomm.executor.reduce_ops import Combine
 from meshcomm.transport.buffers import byte_view
 
 
-# Bytes one member may publish on a group's board; larger `direct` calls go as messages.
+# Bytes one member may publish in a slot of a group's board; larger `direct` calls go by reference
+# when the host allows it (fits), as messages when not.
 SLOT_BYTES = 64 << 10
+# Bytes per second a reader copies out of a poster's memory, a low estimate (4.6-19 GB/s measured here).
+_READ_RATE = 4e9
 _NOTHING = memoryview(b"")
 
 
@@ -50,16 +61,28 @@ def read_from(problem: Problem, rank: int) -> tuple[int, ...]:
     return tuple(m for m in range(n) if m != rank)
 
 
+@functools.lru_cache(maxsize=1024)
+def readers_of(problem: Problem, rank: int) -> tuple[int, ...]:
+    """The members that read `rank`'s post (and that a post by reference waits for)."""
+    return tuple(m for m in range(problem.nranks) if rank in read_from(problem, m))
+
+
 @functools.lru_cache(maxsize=256)
 def largest_post(problem: Problem) -> int:
     """The most elements any rank of `problem` publishes (every rank computes the same)."""
     return max(published_count(problem, r) for r in range(problem.nranks))
 
 
-def fits(problem: Problem, itemsize: int) -> bool:
-    """Whether the board can take this call (its group sharing memory aside)."""
+def fits(problem: Problem, itemsize: int, by_reference: bool = False) -> bool:
+    """Whether the board can take this call (its group sharing memory aside); `by_reference`: the host's
+    ranks can read each other's memory, so a post need not fit in a slot."""
     return (problem.collective in COLLECTIVES and problem.nranks > 1
-            and largest_post(problem) * itemsize <= SLOT_BYTES)
+            and (by_reference or largest_post(problem) * itemsize <= SLOT_BYTES))
+
+
+def goes_by_reference(problem: Problem, itemsize: int) -> bool:
+    """Whether some member's post of this call is too large for a slot (so, on the board, goes by reference)."""
+    return largest_post(problem) * itemsize > SLOT_BYTES
 
 
 class Plan(NamedTuple):
@@ -69,30 +92,57 @@ class Plan(NamedTuple):
     me: int
     count: int  # elements it publishes
     read: tuple[int, ...]  # members whose slots it reads
-    compute: Callable  # compute(part, out, combine): its output from part(member), the members' published arrays
+    readers: tuple[int, ...]  # members that read its slot
+    compute: Callable  # compute(posts, out, combine): its output from the members' posts (a _Posts)
 
 
 def plan(problem: Problem, me: int) -> Plan:
     """Rank `me`'s plan for `problem` (a collective the board runs, see fits)."""
     compute = _COMPUTE[problem.collective](problem, me)
-    return Plan(problem, me, published_count(problem, me), read_from(problem, me), compute)
+    return Plan(problem, me, published_count(problem, me), read_from(problem, me), readers_of(problem, me), compute)
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
-        timeout: float, spin: float, between, group_name: str, peers) -> None:
+        timeout: float, spin: float, spare_core: bool, between, group_name: str, peers) -> None:
     """One collective on the board; `between(missing)` raises when a missing member is lost or the call is given up.
 
-    `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
+    `spare_core`: the host has a core per rank, so a poster by reference may spin while its readers copy
+    instead of sleeping (a futex wake-up costs about as much as reading 1 MiB). `peers` maps group ranks
+    to transport ranks (for naming a rank that sent a message instead)."""
     me, count, read = plan.me, plan.count, plan.read
     deadline = time.monotonic() + timeout
+    published = None
     if count:
         source = buffers["input"]
-        payload = byte_view(source if count == source.size else source[:count])
+        published = source if count == source.size else source[:count]
+        payload = byte_view(published)
     else:
         payload = _NOTHING
+    by_reference = payload.nbytes > board.slot_bytes
+    output = buffers.get("output")  # a barrier has none, and computes nothing
     try:
-        board.post(me, seq, fingerprint, payload, spin, deadline, between)
+        board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference)
         board.wait(me, seq, read, spin, deadline, between)
+        member = board.agree(read, seq, fingerprint)
+        if member is not None:
+            raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+        waited_on = by_reference and bool(plan.readers)
+        in_place = False
+        if output is not None and plan.compute is not _nothing:
+            # What this rank published is read in place (by its peers, by itself): an output over it is
+            # computed aside and copied over once they are done.
+            in_place = by_reference and np.may_share_memory(output, published)
+            target = reusable(output.dtype, output.size, "board output") if in_place else output
+            posts = _Posts(board, seq, output.dtype, me, published if by_reference else None,
+                           lambda member, exc: _reader_lost(member, exc, deadline, between))
+            plan.compute(posts, target, combine)
+            if any(board.by_reference(m, seq) for m in read):
+                board.finish(me, seq)
+        if waited_on:
+            reading = payload.nbytes / _READ_RATE if spare_core else 0.0
+            board.wait_finished(me, seq, plan.readers, spin + reading, deadline, between)
+        if in_place:
+            np.copyto(output, target)
     except TimeoutError as exc:
         raise CommTimeoutError(
             f"{fp.describe(fingerprint)} seq {seq} in group {group_name!r}, on the group's shared-memory board, "
@@ -102,13 +152,51 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         if getattr(exc, "from_notice", False) or getattr(exc, "theirs", None) is None:
             raise
         raise _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages") from None
-    member = board.agree(read, seq, fingerprint)
-    if member is not None:
-        raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
-    output = buffers.get("output")  # a barrier has none, and computes nothing
-    if output is not None:
-        dtype = output.dtype
-        plan.compute(lambda member: board.array(member, seq, dtype), output, combine)
+
+
+def _reader_lost(member: int, exc: OSError, deadline: float, between) -> None:
+    """A member's memory could not be read: it died holding its post (it waits for its readers otherwise).
+    Raise what the transport says of it once it sees the member gone, which names it as a lost message does."""
+    while time.monotonic() < deadline:
+        between([member])
+        time.sleep(0.001)
+    raise TimeoutError(f"could not read member {member}'s post from its memory: {exc}")
+
+
+class _Posts:
+    """The members' posts of one call, read the cheapest way: from a slot, from this rank's own buffer when it
+    posted by reference (`own`), or straight from the memory of a member that did (`lost(member, error)`
+    raises when that fails)."""
+
+    __slots__ = ("board", "seq", "dtype", "me", "own", "lost")
+
+    def __init__(self, board, seq: int, dtype: np.dtype, me: int, own: np.ndarray | None, lost) -> None:
+        self.board, self.seq, self.dtype, self.me, self.own, self.lost = board, seq, dtype, me, own, lost
+
+    def _read(self, member: int, start: int, out: np.ndarray) -> None:
+        try:
+            self.board.read_into(member, self.seq, start * self.dtype.itemsize, byte_view(out))
+        except OSError as exc:
+            self.lost(member, exc)
+
+    def copy(self, member: int, start: int, out: np.ndarray) -> None:
+        """out = the member's published elements [start, start + out.size)."""
+        if member == self.me and self.own is not None:
+            np.copyto(out, self.own[start : start + out.size])
+        elif self.board.by_reference(member, self.seq):
+            self._read(member, start, out)
+        else:
+            np.copyto(out, self.board.array(member, self.seq, self.dtype)[start : start + out.size])
+
+    def part(self, member: int, lo: int, hi: int) -> np.ndarray:
+        """The member's published elements [lo, hi), valid until the next part() call."""
+        if member == self.me and self.own is not None:
+            return self.own[lo:hi]
+        if self.board.by_reference(member, self.seq):
+            part = reusable(self.dtype, hi - lo, "board part")
+            self._read(member, lo, part)
+            return part
+        return self.board.array(member, self.seq, self.dtype)[lo:hi]
 
 
 def _mismatch(group_name: str, seq: int, fingerprint: bytes, member: int, theirs: bytes,
@@ -120,47 +208,44 @@ def _mismatch(group_name: str, seq: int, fingerprint: bytes, member: int, theirs
     )
 
 
-# Each collective's computation, specialised for one problem and rank: part(member) is what
-# `member` published, out this rank's output.
+# Each collective's computation, specialised for one problem and rank: posts (a _Posts) holds what
+# the members published, out is this rank's output.
 
 
-def _combined(n: int, part, out: np.ndarray, combine: Combine) -> None:
-    """out = part(0) op part(1) op ... op part(n - 1), in rank order as the schedule reduces."""
-    np.copyto(out, part(0))
+def _combined(n: int, lo: int, hi: int, posts: _Posts, out: np.ndarray, combine: Combine) -> None:
+    """out = elements [lo, hi) of post 0 op post 1 op ... op post n - 1, in rank order as the schedule reduces."""
+    posts.copy(0, lo, out)
     for member in range(1, n):
-        combine(out, part(member))
+        combine(out, posts.part(member, lo, hi))
 
 
-def _nothing(part, out, combine) -> None:
+def _nothing(posts, out, combine) -> None:
     pass
 
 
 def _all_reduce(problem: Problem, me: int) -> Callable:
-    return functools.partial(_combined, problem.nranks)
+    n, count = problem.nranks, problem.count
+    return lambda posts, out, combine: _combined(n, 0, count, posts, out, combine)
 
 
 def _reduce(problem: Problem, me: int) -> Callable:
-    return functools.partial(_combined, problem.nranks) if me == problem.root else _nothing
+    return _all_reduce(problem, me) if me == problem.root else _nothing
 
 
 def _broadcast(problem: Problem, me: int) -> Callable:
     root = problem.root
     if me == root:
         return _nothing
-
-    def compute(part, out, combine) -> None:
-        np.copyto(out, part(root))
-
-    return compute
+    return lambda posts, out, combine: posts.copy(root, 0, out)
 
 
 def _all_gather(problem: Problem, me: int) -> Callable:
     offsets = problem.offsets()
     blocks = [(member, offsets[member], offsets[member + 1]) for member in range(problem.nranks)]
 
-    def compute(part, out, combine) -> None:
+    def compute(posts, out, combine) -> None:
         for member, lo, hi in blocks:
-            out[lo:hi] = part(member)
+            posts.copy(member, 0, out[lo:hi])
 
     return compute
 
@@ -168,11 +253,7 @@ def _all_gather(problem: Problem, me: int) -> Callable:
 def _reduce_scatter(problem: Problem, me: int) -> Callable:
     n = problem.nranks
     lo, hi = problem.offsets()[me : me + 2]
-
-    def compute(part, out, combine) -> None:
-        _combined(n, lambda member: part(member)[lo:hi], out, combine)
-
-    return compute
+    return lambda posts, out, combine: _combined(n, lo, hi, posts, out, combine)
 
 
 def _all_to_all(problem: Problem, me: int) -> Callable:
@@ -184,9 +265,9 @@ def _all_to_all(problem: Problem, me: int) -> Callable:
         pieces.append((member, start, count, at))
         at += count
 
-    def compute(part, out, combine) -> None:
+    def compute(posts, out, combine) -> None:
         for member, start, count, at in pieces:
-            out[at : at + count] = part(member)[start : start + count]
+            posts.copy(member, start, out[at : at + count])
 
     return compute
 

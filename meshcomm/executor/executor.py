@@ -57,7 +57,7 @@ def _run(call: Call, transport, run_step) -> None:
     buffers = dict(call.buffers)
     dtype = _dtype(buffers)
     if "scratch" not in buffers:
-        buffers["scratch"] = _reusable(dtype, schedule.scratch, "scratch")
+        buffers["scratch"] = reusable(dtype, schedule.scratch, "scratch")
     for name in ("input", "output"):
         if name not in buffers:
             buffers[name] = np.empty(0, dtype=dtype)
@@ -110,7 +110,7 @@ def _dtype(buffers: dict) -> np.dtype:
 _pool = threading.local()
 
 
-def _reusable(dtype: np.dtype, count: int, role: str) -> np.ndarray:
+def reusable(dtype: np.dtype, count: int, role: str) -> np.ndarray:
     """A work array kept per thread and role: a fresh 64 MiB array costs more in
     page faults than the copy it serves. Nothing outlives one step's use of it."""
     arrays = _pool.__dict__.setdefault("arrays", {})
@@ -233,7 +233,7 @@ def _run_step(call: Call, transport, buffers: dict, dtype: np.dtype, index: int,
             source, name, pieces, roles, slot_count = step.recv_reduces[peer]
             left = list(reversed(pieces))  # popped from the end, in piece order
             for role in roles:
-                post(_reusable(dtype, slot_count, role), source, buffers[name], left)
+                post(reusable(dtype, slot_count, role), source, buffers[name], left)
     if in_flight:
         _reduce_as_they_land(call, transport, in_flight, post, deadline)
     transport.wait(handles, timeout=max(deadline - time.monotonic(), 0.0))

@@ -70,6 +70,7 @@ class Group:
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
         self._mailbox = None
         self._on_one_host: bool | None = None  # every member shares memory with this rank (decided at first need)
+        self._single_copy: bool | None = None  # and the host's ranks can read each other's memory (likewise)
         self._board: Board | None = None
         self._plans: dict[tuple, _Plan] = {}  # see _plan
 
@@ -171,11 +172,18 @@ class Group:
 
     def _fits_board(self, problem: Problem, buffers: dict) -> bool:
         """Whether this call runs on the group's board; every member decides alike (same problem, same hosts)."""
-        if not board_executor.fits(problem, _itemsize(buffers)):
+        if not board_executor.fits(problem, _itemsize(buffers), self.single_copy):
             return False
         if self._on_one_host is None:
             self._on_one_host = self.runtime.transport.shares_memory_with(self.ranks)
         return self._on_one_host
+
+    @property
+    def single_copy(self) -> bool:
+        """Whether the group's board may take posts by reference: the same answer on every member."""
+        if self._single_copy is None:
+            self._single_copy = self.runtime.transport.reads_memory_of(self.ranks)
+        return self._single_copy
 
     def _run_on_board(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
         transport = self.runtime.transport
@@ -188,7 +196,7 @@ class Group:
         trace = self.runtime.trace
         start = trace.now() if trace is not None else 0
         board_executor.run(self._board, plan.board, seq, plan.fingerprint, buffers, combine,
-                           timeout, transport.spin_seconds,
+                           timeout, transport.spin_seconds, not transport.crowded,
                            lambda missing: transport.check_call([self.ranks[m] for m in missing], self.group_id, seq),
                            self.group_name,
                            self.ranks)
@@ -214,7 +222,7 @@ class Group:
         if self._chooser is None:
             labels = self.runtime.transport.link_labels
             self._chooser = Chooser(self.runtime.tuning, self.size, [labels[r] for r in self.ranks],
-                                    self.runtime.cores, self.hosts)
+                                    self.runtime.cores, self.hosts, self.single_copy)
         return self._chooser
 
     def _say_choice(self, problem: Problem, buffers: dict, name: str, why: str) -> None:
@@ -228,7 +236,7 @@ class Group:
             for line in self.chooser.table(problem.collective, itemsize):
                 print(f"{prefix}   {line}", file=sys.stderr)
         c = self.chooser
-        seconds = predict(problem, name, itemsize, c.parameters, c.hosts, c.cores)
+        seconds = predict(problem, name, itemsize, c.parameters, c.hosts, c.cores, c.single_copy)
         nbytes = problem.payload_elements() * itemsize
         print(f"{prefix} {problem.collective} {nbytes} B -> {name} ({why}predicted {seconds * 1e6:.0f} µs)",
               file=sys.stderr, flush=True)

@@ -9,11 +9,20 @@ post and one wait, not for the framing, matching and wake-ups of
 log2(n) or n - 1 messages.
 
 Layout: a control page with a cache line per member (its `bell`, the futex
-word it sleeps on, its `sleeping` flag, and `latest`, the sequence number + 1
-of the last call it posted), then per member `slots` slots, used in turn by
+word it sleeps on, its `sleeping` flag, `latest`, the sequence number + 1
+of the last call it posted, and `finished`, that of the last call in which it
+read a post by reference), then per member `slots` slots, used in turn by
 its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
-fingerprint) and `slot_bytes` of data. Every member makes every board call
+fingerprint; for a post by reference, the poster's pid and the address of its
+bytes) and `slot_bytes` of data.
+
+A contribution larger than a slot is posted by reference when every rank of
+the host can read the others' memory (cma.py): the slot carries where the
+bytes are, each reader copies what it needs straight from the poster's
+buffer (one copy instead of two, as a large message goes), says so in its
+`finished` word, and the poster returns only once all its readers have: its
+buffer is the caller's, free to change after the call. Every member makes every board call
 of the group, so a call's posts sit in the same slot of every member: a
 reader looks there first and searches the member's other slots only when
 its `latest` says it has posted the call elsewhere.
@@ -39,13 +48,13 @@ import time
 
 import numpy as np
 
-from meshcomm.transport import futex
+from meshcomm.transport import cma, futex
 from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 
 _PAGE = 4096
 _LINE = 64
-_HEADER = 64  # u64 seq + 1, u64 nbytes, 16-byte fingerprint; data starts on the next line
-_BELL, _SLEEPING = 0, 1  # u32 words in a member's control line; `latest`, a u64, follows them
+_HEADER = 64  # u64 seq + 1, u64 nbytes, 16-byte fingerprint, u64 pid and address (by reference: pid != 0)
+_BELL, _SLEEPING = 0, 1  # u32 words in a member's control line; `latest` and `finished`, u64s, follow them
 _SLEEP_SLICE = 0.01  # a sleeper looks at liveness, abort and its deadline this often
 SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
 
@@ -69,20 +78,24 @@ class Board:
         self._view = view
         self._control = [view[m * _LINE : m * _LINE + 8].cast("I") for m in range(nmembers)]
         self._latest = [view[m * _LINE + 8 : m * _LINE + 16].cast("Q") for m in range(nmembers)]
+        self._finished = [view[m * _LINE + 16 : m * _LINE + 24].cast("Q") for m in range(nmembers)]
         self._anchors = [ctypes.c_uint32.from_buffer(self._map, m * _LINE) for m in range(nmembers)]
         self._bell_address = [ctypes.addressof(a) for a in self._anchors]
         self._heads: list[list[memoryview]] = []
         self._fingerprints: list[list[memoryview]] = []
+        self._references: list[list[memoryview]] = []
         self._data: list[list[memoryview]] = []
         for m in range(nmembers):
-            heads, prints, data = [], [], []
+            heads, prints, references, data = [], [], [], []
             for slot in range(slots):
                 start = _PAGE + (m * slots + slot) * (_HEADER + slot_bytes)
                 heads.append(view[start : start + 16].cast("Q"))
                 prints.append(view[start + 16 : start + 32])
+                references.append(view[start + 32 : start + 48].cast("Q"))
                 data.append(view[start + _HEADER : start + _HEADER + slot_bytes])
             self._heads.append(heads)
             self._fingerprints.append(prints)
+            self._references.append(references)
             self._data.append(data)
         self._posts = 0  # this member's board calls so far: which of its slots the next one takes
         self._current = 0  # the slot of its latest board call, where every member's post of that call is
@@ -124,8 +137,11 @@ class Board:
     # ----- one call
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
-             between) -> None:
+             between, by_reference: bool = False) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
+
+        `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
+        caller keeps it unchanged until its readers have finished (wait_finished).
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -144,13 +160,22 @@ class Board:
         recent.append(seq)
         slot = self._current = posts % self.slots
         self._posts = posts + 1
-        if payload.nbytes:
-            self._data[me][slot][: payload.nbytes] = payload
+        reference = self._references[me][slot]
+        if by_reference:
+            reference[1] = cma.address_of(payload)
+            reference[0] = os.getpid()
+        else:
+            reference[0] = 0
+            if payload.nbytes:
+                self._data[me][slot][: payload.nbytes] = payload
         self._fingerprints[me][slot][:] = fingerprint
         head = self._heads[me][slot]
         head[1] = payload.nbytes
         head[0] = seq + 1  # after the data: x86-64 keeps stores in order, so the data is there once this is
         self._latest[me][0] = seq + 1
+        self._wake_others(me)
+
+    def _wake_others(self, me: int) -> None:
         for member, words in enumerate(self._control):
             if member != me and words[_SLEEPING]:
                 words[_BELL] = (words[_BELL] + 1) & 0xFFFFFFFF
@@ -188,6 +213,31 @@ class Board:
         slot = self._found(member, seq)
         return self._data[member][slot][: self._heads[member][slot][1]]
 
+    def by_reference(self, member: int, seq: int) -> bool:
+        """Whether the member posted call `seq` by reference (its bytes are in its own memory, not in the slot)."""
+        return self._references[member][self._found(member, seq)][0] != 0
+
+    def read_into(self, member: int, seq: int, start: int, target: memoryview) -> None:
+        """Copy `target.nbytes` of the member's published bytes for call `seq`, from byte `start` on, into `target`."""
+        slot = self._found(member, seq)
+        pid, address = self._references[member][slot]
+        if pid:
+            cma.read(pid, address + start, target)
+        else:
+            target[:] = self._data[member][slot][start : start + target.nbytes]
+
+    def finish(self, me: int, seq: int) -> None:
+        """This member has read what it needed of call `seq` posted by reference: its posters may return."""
+        self._finished[me][0] = seq + 1
+        self._wake_others(me)
+
+    def wait_finished(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
+        """Until each of `members` has finished reading call `seq` (see finish); as `wait` otherwise."""
+        finished = self._finished
+        if not all(finished[member][0] > seq for member in members):
+            self._wait(me, lambda member: finished[member][0] > seq, spin, deadline, between, members,
+                       "finished reading this member's post")
+
     def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray:
         """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide)."""
         slot = self._found(member, seq)
@@ -218,7 +268,7 @@ class Board:
         if not all(self.posted(member, seq) for member in members):
             self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
 
-    def _wait(self, me: int, ready, spin: float, deadline: float, between, members=None) -> None:
+    def _wait(self, me: int, ready, spin: float, deadline: float, between, members=None, what: str = "posted") -> None:
         candidates = range(self.nmembers) if members is None else members
         missing = [m for m in candidates if m != me and not ready(m)]
         if not missing:
@@ -242,7 +292,7 @@ class Board:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"members {missing} of the board had not posted")
+                raise TimeoutError(f"members {missing} of the board had not {what}")
             seen = words[_BELL]
             words[_SLEEPING] = 1
             try:
@@ -257,10 +307,11 @@ class Board:
 
     def close(self) -> None:
         self._arrays.clear()  # they hold the data views, which cannot be released under them
-        views = [self._view, *self._control, *self._latest]
-        for per_member in (self._heads, self._fingerprints, self._data):
+        views = [self._view, *self._control, *self._latest, *self._finished]
+        for per_member in (self._heads, self._fingerprints, self._references, self._data):
             views.extend(v for pair in per_member for v in pair)
-        self._heads, self._fingerprints, self._data, self._control, self._latest = [], [], [], [], []
+        self._heads, self._fingerprints, self._references, self._data = [], [], [], []
+        self._control, self._latest, self._finished = [], [], []
         for view in views:
             view.release()
         self._anchors.clear()

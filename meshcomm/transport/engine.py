@@ -213,6 +213,7 @@ class Transport:
         self._shm_peers: list[_Peer] = []
         self._single_copy: float = float("inf")  # smallest message sent by reference
         self._tcp_data = True  # until start-up finds which peers share memory
+        self.crowded = False  # this host runs more ranks than it has cores
         self._sockets_seen = 0.0  # when the sockets were last looked at
         try:
             store.set(f"transport/addr/{rank}", self.address)
@@ -228,6 +229,7 @@ class Transport:
                 self._single_copy = self._local.single_copy_bytes
             self.link_labels = self._local.link_labels
             self._spin = self._spin_seconds(len(self._local.ranks))
+            self.crowded = len(self._local.ranks) > (os.cpu_count() or 1)
         except BaseException:
             self.close()
             raise
@@ -444,6 +446,11 @@ class Transport:
         """True when this rank reaches every one of `ranks` through shared memory."""
         local = self._local
         return local is not None and local.enabled and all(r in local.ranks for r in ranks)
+
+    def reads_memory_of(self, ranks) -> bool:
+        """True when this rank shares memory with every one of `ranks` and all ranks of the host can read each
+        other's memory (cma.py): every rank of the host gives the same answer."""
+        return self.shares_memory_with(ranks) and self._local.all_read_each_other
 
     @property
     def job(self) -> str:

@@ -7,6 +7,13 @@ busiest rank's: board + (published + read) bytes x copy + reduced bytes x
 γ. When the host runs more ranks than cores, every rank must be scheduled
 for each call: the fixed cost and the byte work are stretched by ranks /
 cores.
+
+A call whose largest contribution does not fit a slot goes by reference
+(when the ranks can read each other's memory): nothing is copied in, each
+byte a rank reads from a peer costs what a byte of a message between ranks
+of one host costs (same_host β: it is the same one copy out of the sender's
+memory), its own part is a local copy, and a second synchronisation (the
+readers telling the posters they are done) adds another `board`.
 """
 
 from __future__ import annotations
@@ -18,13 +25,15 @@ from meshcomm.executor import board as board_executor
 from meshcomm.tuner.model import Parameters
 
 
-def runs_on_board(problem: Problem, algorithm: str, itemsize: int, hosts: Sequence[object] | None) -> bool:
+def runs_on_board(problem: Problem, algorithm: str, itemsize: int, hosts: Sequence[object] | None,
+                  single_copy: bool = False) -> bool:
     """Whether the group runs this call on its board: `direct`, one shared-memory label, and it fits."""
-    return algorithm == "direct" and (hosts is None or len(set(hosts)) == 1) and board_executor.fits(problem, itemsize)
+    return (algorithm == "direct" and (hosts is None or len(set(hosts)) == 1)
+            and board_executor.fits(problem, itemsize, single_copy))
 
 
 def _read_and_reduced(problem: Problem, rank: int) -> tuple[int, int]:
-    """Elements rank copies out of the board, and elements it reduces."""
+    """Elements rank copies out of the board's slots, and elements it reduces (straight from the slots)."""
     c, n = problem.collective, problem.nranks
     if c in ("all_reduce", "reduce"):
         if c == "reduce" and rank != problem.root:
@@ -37,12 +46,32 @@ def _read_and_reduced(problem: Problem, rank: int) -> tuple[int, int]:
     return problem.output_count(rank), 0  # all_gather, all_to_all; a barrier reads nothing
 
 
+def _read_by_reference(problem: Problem, rank: int) -> tuple[int, int]:
+    """Of the elements rank reads in a call by reference, those from its peers' memory and those of its own."""
+    c = problem.collective
+    read, reduced = _read_and_reduced(problem, rank)
+    if c == "all_gather":
+        own = problem.counts[rank]
+    elif c == "all_to_all":
+        own = problem.matrix(rank, rank)
+    elif reduced:  # a reduction reads every peer's part too, and copies its own (or the result) once
+        return reduced, read
+    else:
+        own = 0
+    return read - own, own
+
+
 def board_time(problem: Problem, itemsize: int, parameters: Parameters, cores: int) -> float:
     stretch = max(1.0, problem.nranks / cores)
+    by_reference = board_executor.goes_by_reference(problem, itemsize)
     busiest = 0.0
     for rank in range(problem.nranks):
         read, reduced = _read_and_reduced(problem, rank)
-        published = board_executor.published_count(problem, rank)
-        work = (published + read) * parameters.copy + reduced * parameters.gamma
-        busiest = max(busiest, work * itemsize)
-    return (parameters.board + busiest) * stretch
+        if by_reference:
+            from_peers, own = _read_by_reference(problem, rank)
+            work = from_peers * parameters.same_host.beta + own * parameters.copy
+        else:
+            work = (board_executor.published_count(problem, rank) + read) * parameters.copy
+        busiest = max(busiest, (work + reduced * parameters.gamma) * itemsize)
+    synchronisations = 2 if by_reference else 1
+    return (synchronisations * parameters.board + busiest) * stretch

@@ -64,14 +64,16 @@ def canonical_problem(collective: str, nranks: int, nbytes: int, itemsize: int, 
 
 class Chooser:
     def __init__(self, parameters: Parameters, nranks: int, hosts: Sequence[object] | None = None,
-                 cores: int = 1, node_hosts: tuple = ()) -> None:
+                 cores: int = 1, node_hosts: tuple = (), single_copy: bool = False) -> None:
         """`hosts` labels each rank's link class (shared memory or not); `node_hosts` is the
-        group's host index per rank when it spans hosts (Problem.hosts), else ()."""
+        group's host index per rank when it spans hosts (Problem.hosts), else (); `single_copy`: the
+        group's ranks can read each other's memory (its board takes large posts by reference)."""
         self.parameters = parameters
         self.nranks = nranks
         self.hosts = None if hosts is None else tuple(hosts)
         self.cores = cores
         self.node_hosts = node_hosts
+        self.single_copy = single_copy
         self._cache: dict[tuple[str, int, int], Choice] = {}
 
     def choose(self, problem: Problem, itemsize: int) -> Choice:
@@ -84,7 +86,7 @@ class Chooser:
     def times(self, collective: str, nbytes: int, itemsize: int) -> dict[str, float]:
         """Predicted seconds of every algorithm of `collective` for a payload of nbytes."""
         problem = canonical_problem(collective, self.nranks, nbytes, itemsize, self.node_hosts)
-        return {name: predict(problem, name, itemsize, self.parameters, self.hosts, self.cores)
+        return {name: predict(problem, name, itemsize, self.parameters, self.hosts, self.cores, self.single_copy)
                 for name in ALGORITHMS[collective]}
 
     def _predict_bucket(self, key: tuple[str, int, int]) -> Choice:

@@ -49,13 +49,15 @@ from meshcomm.tuner.model import Parameters
 
 
 def predict(problem: Problem, algorithm: str, itemsize: int, parameters: Parameters,
-            hosts: Sequence[object] | None = None, cores: int = 1) -> float:
+            hosts: Sequence[object] | None = None, cores: int = 1, single_copy: bool = False) -> float:
     """Seconds one call of `algorithm` on `problem` takes, by the model.
 
     hosts[r] labels rank r's host (ranks with equal labels are "same_host";
-    None: all on one host); cores is the number of cores of each host.
+    None: all on one host); cores is the number of cores of each host;
+    single_copy: the ranks can read each other's memory, so a group's board
+    takes `direct` calls of any size (tuner/board.py).
     """
-    if runs_on_board(problem, algorithm, itemsize, hosts):
+    if runs_on_board(problem, algorithm, itemsize, hosts, single_copy):
         return board_time(problem, itemsize, parameters, cores)
     schedules = [get_schedule(problem, rank, algorithm) for rank in range(problem.nranks)]
     return replay(schedules, itemsize, parameters, hosts, cores)

@@ -11,7 +11,9 @@ from meshcomm.executor.board import SLOT_BYTES as BOARD_SLOT_BYTES
 from tests.cluster import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board
-MESSAGE_COUNT = BOARD_SLOT_BYTES // 8 + 1  # one element more than a slot holds: goes as messages
+# One element more than a slot holds: on the board by reference when ranks can read each other's memory
+# (the default here), as messages when not (MESHCOMM_SINGLE_COPY_BYTES=0).
+LARGE_COUNT = BOARD_SLOT_BYTES // 8 + 1
 
 
 def values(rank: int, count: int, salt: int = 0) -> np.ndarray:
@@ -22,6 +24,14 @@ def board_in_use(group=None) -> bool:
     from meshcomm.api.state import resolve_group
 
     return resolve_group(group)._board is not None
+
+
+def board_posts(group=None) -> int:
+    """How many board calls this rank has made on the group's board."""
+    from meshcomm.api.state import resolve_group
+
+    board = resolve_group(group)._board
+    return 0 if board is None else board._posts
 
 
 def board_file_left() -> bool:
@@ -81,11 +91,63 @@ def every_collective_direct(counts: tuple, group=None) -> list[str]:
     return wrong
 
 
-def test_every_direct_collective_matches_numpy_on_the_board_and_as_messages(cluster) -> None:
+def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_reference(cluster) -> None:
     assert cluster.run(every_collective_direct, (0, 1, cluster.size - 1, BOARD_COUNT)) == [[]] * cluster.size
     assert cluster.run(board_in_use) == [cluster.size > 1] * cluster.size
     assert cluster.run(board_file_left) == [False] * cluster.size
-    assert cluster.run(every_collective_direct, (MESSAGE_COUNT,), timeout=120) == [[]] * cluster.size
+    before = cluster.run(board_posts)
+    assert cluster.run(every_collective_direct, (LARGE_COUNT,), timeout=120) == [[]] * cluster.size
+    if cluster.size > 1:  # 7 collectives, reduce and broadcast from every root, and the barrier
+        calls = 6 + 2 * cluster.size + 1
+        assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [calls] * cluster.size
+
+
+def test_without_reading_each_other_s_memory_large_direct_calls_go_as_messages() -> None:
+    cluster = Cluster(3, env={"MESHCOMM_SINGLE_COPY_BYTES": "0"})
+    try:
+        assert cluster.run(every_collective_direct, (BOARD_COUNT, LARGE_COUNT), timeout=120) == [[]] * 3
+        assert cluster.run(board_posts_of_a_large_all_reduce) == [0] * 3
+    finally:
+        cluster.close()
+
+
+def board_posts_of_a_large_all_reduce() -> int:
+    before = board_posts()
+    x = values(dist.get_rank(), LARGE_COUNT)
+    dist.all_reduce(x, algorithm="direct")
+    assert np.array_equal(x, sum(values(q, LARGE_COUNT) for q in range(dist.get_world_size())))
+    return board_posts() - before
+
+
+def in_place_and_inputs_kept_by_reference() -> list[str]:
+    """Large direct calls whose output overlaps their input, and inputs that must come back unchanged."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    count = LARGE_COUNT
+    wrong = []
+    whole = np.zeros(n * count, np.int64)
+    whole[rank * count : (rank + 1) * count] = values(rank, count)
+    dist.all_gather_into_tensor(whole, whole[rank * count : (rank + 1) * count], algorithm="direct")
+    if not np.array_equal(whole, np.concatenate([values(q, count) for q in range(n)])):
+        wrong.append("in-place all_gather")
+    stacked = np.concatenate([values(rank, count, salt=q) for q in range(n)])
+    dist.reduce_scatter_tensor(stacked[rank * count : (rank + 1) * count], stacked, algorithm="direct")
+    if not np.array_equal(stacked[rank * count : (rank + 1) * count], sum(values(q, count, salt=rank) for q in range(n))):
+        wrong.append("in-place reduce_scatter")
+    source = np.concatenate([values(rank, count, salt=j) for j in range(n)])
+    kept = source.copy()
+    target = np.zeros_like(source)
+    dist.all_to_all_single(target, source, algorithm="direct")
+    if not np.array_equal(target, np.concatenate([values(q, count, salt=rank) for q in range(n)])):
+        wrong.append("all_to_all")
+    gathered = np.zeros(n * count, np.int64)
+    dist.all_gather_into_tensor(gathered, source[:count], algorithm="direct")
+    if not np.array_equal(source, kept):
+        wrong.append("an input changed")
+    return wrong
+
+
+def test_large_direct_calls_in_place_are_right_and_leave_inputs_alone(cluster) -> None:
+    assert cluster.run(in_place_and_inputs_kept_by_reference, timeout=120) == [[]] * cluster.size
 
 
 def float_sum_bytes(count: int) -> tuple[bytes, bytes]:
@@ -100,7 +162,7 @@ def float_sum_bytes(count: int) -> tuple[bytes, bytes]:
     return x.tobytes(), expected.tobytes()
 
 
-@pytest.mark.parametrize("count", [7, 4096, MESSAGE_COUNT])
+@pytest.mark.parametrize("count", [7, 4096, LARGE_COUNT])
 def test_direct_float_sums_are_bit_identical_on_every_rank_and_in_rank_order(cluster, count) -> None:
     results = cluster.run(float_sum_bytes, count)
     assert all(mine == expected for mine, expected in results)

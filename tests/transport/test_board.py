@@ -182,3 +182,37 @@ def test_agree_names_the_first_member_whose_post_carries_another_fingerprint(boa
     boards[1].post(1, 3, bytes(16), memoryview(b""), spin=0.0, deadline=float("inf"), between=lambda missing: None)
     post(boards[2], 2, 3, b"")
     assert boards[2].agree((0, 1), 3, PRINT) == 1 and boards[2].agree((0,), 3, PRINT) is None
+
+
+def test_a_post_by_reference_is_read_from_the_poster_s_memory_and_may_exceed_a_slot(boards) -> None:
+    # The three members live in this process, so reading the poster's memory reads our own (cma.py).
+    big = (np.arange(1000) % 251).astype(np.uint8)  # 1000 bytes on a board of 256-byte slots
+    boards[1].post(1, 5, PRINT, memoryview(big), spin=0.0, deadline=float("inf"),
+                   between=lambda missing: pytest.fail("waited"), by_reference=True)
+    post(boards[0], 0, 5, b"small")
+    reader = boards[2]
+    assert reader.by_reference(1, 5) and not reader.by_reference(0, 5)
+    target = bytearray(300)
+    reader.read_into(1, 5, 600, memoryview(target))
+    assert bytes(target) == big[600:900].tobytes()
+    part = bytearray(3)
+    reader.read_into(0, 5, 1, memoryview(part))
+    assert bytes(part) == b"mal"
+
+
+def test_a_poster_by_reference_waits_until_each_reader_has_finished(boards) -> None:
+    poster = boards[0]
+    boards[1].finish(1, 6)
+    with pytest.raises(TimeoutError, match=r"members \[2\] of the board had not finished reading"):
+        poster.wait_finished(0, 6, (1, 2), spin=0.0, deadline=0.0, between=lambda missing: None)
+    boards[2].finish(2, 7)  # a later call finished implies this one
+    poster.wait_finished(0, 6, (1, 2), spin=0.0, deadline=float("inf"), between=lambda missing: pytest.fail("waited"))
+
+
+def test_a_reader_that_leaves_before_finishing_fails_the_poster_s_wait(boards) -> None:
+    def between(missing):
+        raise ConnectionError(f"members {missing} are gone")
+
+    boards[1].finish(1, 3)
+    with pytest.raises(ConnectionError, match=r"members \[2\] are gone"):
+        boards[0].wait_finished(0, 3, (1, 2), spin=0.0, deadline=float("inf"), between=between)

@@ -44,3 +44,40 @@ def test_direct_is_priced_as_messages_off_the_board() -> None:
     assert predict(fits, "direct", 4, DEFAULTS, [0, 0], cores=2) == board_time(fits, 4, DEFAULTS, cores=2)
     assert predict(fits, "direct", 4, DEFAULTS, [0, 1], cores=2) == \
         replay([get_schedule(fits, r, "direct") for r in range(2)], 4, DEFAULTS, [0, 1], cores=2)
+
+
+PEER_BYTES_ONLY = Parameters(same_host=Link(0.0, 1.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=0.0, call=0.0,
+                             crowded_alpha=1.0, board=0.0)
+OWN_BYTES_ONLY = Parameters(same_host=Link(0.0, 0.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=1.0, call=0.0,
+                            crowded_alpha=1.0, board=0.0)
+
+
+def test_a_call_too_large_for_a_slot_is_priced_by_reference_when_ranks_read_each_other_s_memory() -> None:
+    n, block = 4, SLOT_BYTES // 4 + 1  # float32 blocks one element larger than a slot
+    gather = Problem("all_gather", n, (block,) * n)
+    as_messages = replay([get_schedule(gather, r, "direct") for r in range(n)], 4, DEFAULTS, cores=n)
+    assert predict(gather, "direct", 4, DEFAULTS, cores=n) == as_messages
+    # Two synchronisations (post, then the readers' finish), nothing copied in.
+    fixed_only = Parameters(same_host=Link(0.0, 0.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=0.0, call=0.0,
+                            crowded_alpha=1.0, board=3.0)
+    assert predict(gather, "direct", 4, fixed_only, cores=n, single_copy=True) == 2 * 3.0
+    # Each rank reads the n - 1 other blocks from their owners' memory at same_host β, its own at the copy rate.
+    assert predict(gather, "direct", 4, PEER_BYTES_ONLY, cores=n, single_copy=True) == (n - 1) * block * 4
+    assert predict(gather, "direct", 4, OWN_BYTES_ONLY, cores=n, single_copy=True) == block * 4
+    # A broadcast's readers each read the root's buffer once; the root copies nothing.
+    root_only = Problem("broadcast", n, (4 * block,), root=1)
+    assert predict(root_only, "direct", 4, PEER_BYTES_ONLY, cores=n, single_copy=True) == 4 * block * 4
+    assert predict(root_only, "direct", 4, OWN_BYTES_ONLY, cores=n, single_copy=True) == 0.0
+    # A slot-sized call is the same with or without it.
+    small = Problem("all_gather", n, (10,) * n)
+    assert predict(small, "direct", 4, DEFAULTS, cores=n, single_copy=True) == predict(small, "direct", 4, DEFAULTS,
+                                                                                      cores=n)
+
+
+def test_by_reference_the_model_picks_direct_for_mid_sized_calls_on_two_ranks() -> None:
+    from meshcomm.tuner.choose import Chooser, canonical_problem
+
+    for collective in ("all_gather", "all_to_all", "broadcast", "reduce_scatter"):
+        problem = canonical_problem(collective, 2, 1 << 20, 4)
+        assert Chooser(DEFAULTS, 2, cores=2, single_copy=True).choose(problem, 4).name == "direct"
+        assert Chooser(DEFAULTS, 2, cores=2).choose(problem, 4).name != "direct"
