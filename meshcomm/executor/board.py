@@ -136,7 +136,8 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
             posts = _Posts(board, seq, output.dtype, me, published if by_reference else None,
                            lambda member, exc: _reader_lost(member, exc, deadline, between))
             plan.compute(posts, target, combine)
-            if any(board.by_reference(m, seq) for m in read):
+            # Only a call with a post too large for a slot has posts by reference to say it finished.
+            if goes_by_reference(plan.problem, output.itemsize) and any(board.by_reference(m, seq) for m in read):
                 board.finish(me, seq)
         if waited_on:
             reading = payload.nbytes / _READ_RATE if spare_core else 0.0
@@ -183,10 +184,8 @@ class _Posts:
         """out = the member's published elements [start, start + out.size)."""
         if member == self.me and self.own is not None:
             np.copyto(out, self.own[start : start + out.size])
-        elif self.board.by_reference(member, self.seq):
-            self._read(member, start, out)
         else:
-            np.copyto(out, self.board.array(member, self.seq, self.dtype)[start : start + out.size])
+            self._read(member, start, out)  # from the slot, or from the poster's memory
 
     def part(self, member: int, lo: int, hi: int) -> np.ndarray:
         """The member's published elements [lo, hi), valid until the next part() call."""

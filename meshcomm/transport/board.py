@@ -15,17 +15,17 @@ read a post by reference), then per member `slots` slots, used in turn by
 its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
-bytes) and `slot_bytes` of data.
+bytes) and `slot_bytes` of data. Every member makes every board call of the
+group, so a call's posts sit in the same slot of every member: a reader
+looks there first and searches the member's other slots only when its
+`latest` says it has posted the call elsewhere.
 
 A contribution larger than a slot is posted by reference when every rank of
 the host can read the others' memory (cma.py): the slot carries where the
 bytes are, each reader copies what it needs straight from the poster's
 buffer (one copy instead of two, as a large message goes), says so in its
 `finished` word, and the poster returns only once all its readers have: its
-buffer is the caller's, free to change after the call. Every member makes every board call
-of the group, so a call's posts sit in the same slot of every member: a
-reader looks there first and searches the member's other slots only when
-its `latest` says it has posted the call elsewhere.
+buffer is the caller's, free to change after the call.
 
 A member waits only for the members whose slots it reads (a broadcast's
 root reads none, so it does not wait, as with messages). A member reads the

@@ -228,21 +228,21 @@ class Transport:
             if self._local.single_copy_bytes > 0:
                 self._single_copy = self._local.single_copy_bytes
             self.link_labels = self._local.link_labels
-            self._spin = self._spin_seconds(len(self._local.ranks))
             self.crowded = len(self._local.ranks) > (os.cpu_count() or 1)
+            self._spin = self._spin_seconds(self.crowded)
         except BaseException:
             self.close()
             raise
 
     @staticmethod
-    def _spin_seconds(nlocal: int) -> float:
+    def _spin_seconds(crowded: bool) -> float:
         chosen = config.get_int("MESHCOMM_SPIN_US")
         if chosen is not None:
             return max(chosen, 0) / 1e6
         # With more ranks than cores a spinning rank steals the core its peer
         # needs; measured here, a short poll still beats going straight to the
         # futex, and yielding between polls was slower than either.
-        return 50e-6 if nlocal <= (os.cpu_count() or 1) else 10e-6
+        return 10e-6 if crowded else 50e-6
 
     def _connect_all(self, store) -> None:
         deadline = time.monotonic() + self.timeout

@@ -46,10 +46,10 @@ def _read_and_reduced(problem: Problem, rank: int) -> tuple[int, int]:
     return problem.output_count(rank), 0  # all_gather, all_to_all; a barrier reads nothing
 
 
-def _read_by_reference(problem: Problem, rank: int) -> tuple[int, int]:
-    """Of the elements rank reads in a call by reference, those from its peers' memory and those of its own."""
+def _read_by_reference(problem: Problem, rank: int, read: int, reduced: int) -> tuple[int, int]:
+    """Of the elements rank reads in a call by reference (`read` and `reduced`, as _read_and_reduced gives
+    them), those from its peers' memory and those of its own."""
     c = problem.collective
-    read, reduced = _read_and_reduced(problem, rank)
     if c == "all_gather":
         own = problem.counts[rank]
     elif c == "all_to_all":
@@ -68,7 +68,7 @@ def board_time(problem: Problem, itemsize: int, parameters: Parameters, cores: i
     for rank in range(problem.nranks):
         read, reduced = _read_and_reduced(problem, rank)
         if by_reference:
-            from_peers, own = _read_by_reference(problem, rank)
+            from_peers, own = _read_by_reference(problem, rank, read, reduced)
             work = from_peers * parameters.same_host.beta + own * parameters.copy
         else:
             work = (board_executor.published_count(problem, rank) + read) * parameters.copy
