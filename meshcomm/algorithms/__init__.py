@@ -44,6 +44,7 @@ ALGORITHMS: dict[str, dict[str, Algorithm]] = {
         "double_binary_tree": double_binary_tree.all_reduce,
         "hierarchical": hierarchical.all_reduce,
         "direct": direct.all_reduce,
+        "two_shot": direct.two_shot,
     },
     "all_gather": {
         "ring": all_gather.ring,

@@ -142,8 +142,8 @@ class Group:
             self._say_choice(problem, buffers, algorithm, "algorithm=; ")
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         description = f"{problem.collective} on group {self.group_name!r}"
-        if algorithm == "direct" and self._fits_board(problem, buffers):
-            plan = _Plan(fingerprint, algorithm, description, board_executor.plan(problem, self.rank), None)
+        if algorithm in board_executor.ALGORITHMS and self._fits_board(problem, buffers, algorithm):
+            plan = _Plan(fingerprint, algorithm, description, board_executor.plan(problem, self.rank, algorithm), None)
         else:
             plan = _Plan(fingerprint, algorithm, description, None, _schedule(problem, self.rank, algorithm))
         if not self._debug:
@@ -168,11 +168,11 @@ class Group:
         )
         executor.run(call, self.runtime.transport)
 
-    # ----- the board: small `direct` collectives through shared memory
+    # ----- the board: `direct` and `two_shot` collectives through shared memory
 
-    def _fits_board(self, problem: Problem, buffers: dict) -> bool:
+    def _fits_board(self, problem: Problem, buffers: dict, algorithm: str) -> bool:
         """Whether this call runs on the group's board; every member decides alike (same problem, same hosts)."""
-        if not board_executor.fits(problem, _itemsize(buffers), self.single_copy):
+        if not board_executor.fits(problem, _itemsize(buffers), self.single_copy, algorithm):
             return False
         if self._on_one_host is None:
             self._on_one_host = self.runtime.transport.shares_memory_with(self.ranks)
@@ -202,7 +202,7 @@ class Group:
                            self.ranks)
         if trace is not None:
             trace.complete("collective", plan.board.problem.collective, start, trace.now(),
-                           {"group": self.group_name, "group_id": self.group_id, "seq": seq, "algorithm": "direct",
+                           {"group": self.group_name, "group_id": self.group_id, "seq": seq, "algorithm": plan.algorithm,
                             "call": fp.describe(plan.fingerprint), "board": True})
 
     def algorithm_for(self, problem: Problem, buffers: dict) -> str:

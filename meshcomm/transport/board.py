@@ -15,7 +15,8 @@ read a post by reference), then per member `slots` slots, used in turn by
 its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
-bytes) and `slot_bytes` of data. Every member makes every board call of the
+bytes, and for a call whose members write into each other's output, the
+address of the poster's output) and `slot_bytes` of data. Every member makes every board call of the
 group, so a call's posts sit in the same slot of every member: a reader
 looks there first and searches the member's other slots only when its
 `latest` says it has posted the call elsewhere.
@@ -25,7 +26,10 @@ the host can read the others' memory (cma.py): the slot carries where the
 bytes are, each reader copies what it needs straight from the poster's
 buffer (one copy instead of two, as a large message goes), says so in its
 `finished` word, and the poster returns only once all its readers have: its
-buffer is the caller's, free to change after the call.
+buffer is the caller's, free to change after the call. A post may also
+carry where the poster's output is, for calls whose members write their
+results straight into each other's outputs (the two-shot all-reduce); the
+poster then waits for its writers the same way.
 
 A member waits only for the members whose slots it reads (a broadcast's
 root reads none, so it does not wait, as with messages). A member reads the
@@ -53,7 +57,9 @@ from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 
 _PAGE = 4096
 _LINE = 64
-_HEADER = 64  # u64 seq + 1, u64 nbytes, 16-byte fingerprint, u64 pid and address (by reference: pid != 0)
+# u64 seq + 1, u64 nbytes, 16-byte fingerprint, then u64s: pid and address (by reference: pid != 0), the
+# output's address and whether peers write into it (1 or 0)
+_HEADER = 64
 _BELL, _SLEEPING = 0, 1  # u32 words in a member's control line; `latest` and `finished`, u64s, follow them
 _SLEEP_SLICE = 0.01  # a sleeper looks at liveness, abort and its deadline this often
 SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
@@ -91,7 +97,7 @@ class Board:
                 start = _PAGE + (m * slots + slot) * (_HEADER + slot_bytes)
                 heads.append(view[start : start + 16].cast("Q"))
                 prints.append(view[start + 16 : start + 32])
-                references.append(view[start + 32 : start + 48].cast("Q"))
+                references.append(view[start + 32 : start + 64].cast("Q"))
                 data.append(view[start + _HEADER : start + _HEADER + slot_bytes])
             self._heads.append(heads)
             self._fingerprints.append(prints)
@@ -137,11 +143,12 @@ class Board:
     # ----- one call
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
-             between, by_reference: bool = False) -> None:
+             between, by_reference: bool = False, output: memoryview | None = None) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
-        caller keeps it unchanged until its readers have finished (wait_finished).
+        caller keeps it unchanged until its readers have finished (wait_finished). `output` (by reference
+        only): where the members may write this member's results (write_into), also until they finish.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -168,6 +175,9 @@ class Board:
             reference[0] = 0
             if payload.nbytes:
                 self._data[me][slot][: payload.nbytes] = payload
+        if output is not None:
+            reference[2] = cma.address_of(output)
+        reference[3] = output is not None
         self._fingerprints[me][slot][:] = fingerprint
         head = self._heads[me][slot]
         head[1] = payload.nbytes
@@ -220,11 +230,17 @@ class Board:
     def read_into(self, member: int, seq: int, start: int, target: memoryview) -> None:
         """Copy `target.nbytes` of the member's published bytes for call `seq`, from byte `start` on, into `target`."""
         slot = self._found(member, seq)
-        pid, address = self._references[member][slot]
+        reference = self._references[member][slot]
+        pid = reference[0]
         if pid:
-            cma.read(pid, address + start, target)
+            cma.read(pid, reference[1] + start, target)
         else:
             target[:] = self._data[member][slot][start : start + target.nbytes]
+
+    def write_into(self, member: int, seq: int, start: int, source: memoryview) -> None:
+        """Copy `source` into the output the member posted with call `seq`, from byte `start` on."""
+        reference = self._references[member][self._found(member, seq)]
+        cma.write(reference[0], reference[2] + start, source)
 
     def finish(self, me: int, seq: int) -> None:
         """This member has read what it needed of call `seq` posted by reference: its posters may return."""
@@ -249,10 +265,12 @@ class Board:
             array = self._arrays[key] = np.frombuffer(self._data[member][slot][: key[2]], dtype=dtype)
         return array
 
-    def agree(self, members, seq: int, fingerprint: bytes) -> int | None:
-        """The first of `members` whose post of call `seq` carries another fingerprint, or None when all agree."""
+    def agree(self, members, seq: int, fingerprint: bytes, output: bool = False) -> int | None:
+        """The first of `members` whose post of call `seq` carries another fingerprint, or (`output`: whether
+        this member posted its output) does not post its output alike; None when all agree."""
         for member in members:
-            if self._fingerprints[member][self._found(member, seq)] != fingerprint:
+            slot = self._found(member, seq)
+            if self._fingerprints[member][slot] != fingerprint or self._references[member][slot][3] != output:
                 return member
         return None
 

@@ -1,10 +1,10 @@
-"""Reading another process's memory directly (Linux cross-memory attach).
+"""Reading and writing another process's memory directly (Linux cross-memory attach).
 
 `process_vm_readv` copies bytes from a peer's address space into ours in one
-system call: a large message between ranks of one host then costs one copy
-(the receiver reading the sender's buffer) instead of two (into a shared ring,
-then out of it). The kernel allows it between processes of the same user
-unless ptrace is restricted (Yama's ptrace_scope ≥ 1 forbids it between
+system call (`process_vm_writev` the other way): a large message between ranks
+of one host then costs one copy (the receiver reading the sender's buffer)
+instead of two (into a shared ring, then out of it). The kernel allows it
+between processes of the same user unless ptrace is restricted (Yama's ptrace_scope ≥ 1 forbids it between
 siblings), which is why every pair of ranks probes it before use.
 """
 
@@ -22,11 +22,11 @@ class _Iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
 
 
-def _load():
+def _load(name: str):
     if not sys.platform.startswith("linux"):
         return None
     try:
-        function = ctypes.CDLL(None, use_errno=True).process_vm_readv
+        function = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
     function.restype = ctypes.c_ssize_t
@@ -35,11 +35,12 @@ def _load():
     return function
 
 
-_readv = _load()
+_readv = _load("process_vm_readv")
+_writev = _load("process_vm_writev")
 
 
 def available() -> bool:
-    return _readv is not None
+    return _readv is not None and _writev is not None
 
 
 def address_of(view: memoryview) -> int:
@@ -49,32 +50,45 @@ def address_of(view: memoryview) -> int:
 
 def read(pid: int, address: int, target: memoryview) -> None:
     """Copy `target.nbytes` bytes at `address` in process `pid` into `target`; OSError if the kernel refuses."""
-    total = target.nbytes
+    _move(_readv, "process_vm_readv from", pid, address, target)
+
+
+def write(pid: int, address: int, source: memoryview) -> None:
+    """Copy `source` to `address` in process `pid`; OSError if the kernel refuses."""
+    _move(_writev, "process_vm_writev to", pid, address, source)
+
+
+def _move(call, what: str, pid: int, address: int, local_bytes: memoryview) -> None:
+    total = local_bytes.nbytes
     if total == 0:
         return
-    base = address_of(target)
+    base = address_of(local_bytes)
     done = 0
     while done < total:
         local = _Iovec(base + done, total - done)
         remote = _Iovec(address + done, total - done)
-        got = _readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        got = call(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         if got < 0:
             code = ctypes.get_errno()
             if code == errno.EINTR:
                 continue
-            raise OSError(code, f"process_vm_readv from process {pid}: {os.strerror(code)}")
+            raise OSError(code, f"{what} process {pid}: {os.strerror(code)}")
         if got == 0:
-            raise OSError(errno.EFAULT, f"process_vm_readv from process {pid} read nothing at {address + done:#x}")
+            raise OSError(errno.EFAULT, f"{what} process {pid} moved nothing at {address + done:#x}")
         done += got
 
 
 def probe(pid: int, address: int, expected: bytes) -> bool:
-    """Whether reading `len(expected)` bytes at `address` in `pid` works and gives `expected`."""
-    if _readv is None:
+    """Whether reading `len(expected)` bytes at `address` in `pid` gives `expected`, and writing them back
+    (the same bytes, so nothing changes) works too."""
+    if not available():
         return False
     got = bytearray(len(expected))
     try:
         read(pid, address, memoryview(got))
+        if bytes(got) != expected:
+            return False
+        write(pid, address, memoryview(got))
     except OSError:
         return False
-    return bytes(got) == expected
+    return True

@@ -51,14 +51,15 @@ def canonical_problem(collective: str, nranks: int, nbytes: int, itemsize: int, 
     problems) lets node-aware algorithms be predicted as they will run.
     """
     elements = nbytes // itemsize
+    least = 1 if elements else 0  # a bucket of calls that move something is not priced as one that moves nothing
     if collective == "barrier":
         counts: tuple = ()
     elif collective in _ONE_COUNT:
         counts = (elements,)
     elif collective == "all_to_all":
-        counts = (elements // nranks**2,) * nranks**2
+        counts = (max(least, elements // nranks**2),) * nranks**2
     else:
-        counts = (elements // nranks,) * nranks
+        counts = (max(least, elements // nranks),) * nranks
     return Problem(collective, nranks, counts, hosts=hosts)
 
 

@@ -54,11 +54,12 @@ def predict(problem: Problem, algorithm: str, itemsize: int, parameters: Paramet
 
     hosts[r] labels rank r's host (ranks with equal labels are "same_host";
     None: all on one host); cores is the number of cores of each host;
-    single_copy: the ranks can read each other's memory, so a group's board
-    takes `direct` calls of any size (tuner/board.py).
+    single_copy: the ranks can read and write each other's memory, so a
+    group's board takes `direct` calls of any size, and `two_shot` ones
+    (tuner/board.py).
     """
     if runs_on_board(problem, algorithm, itemsize, hosts, single_copy):
-        return board_time(problem, itemsize, parameters, cores)
+        return board_time(problem, itemsize, parameters, cores, algorithm)
     schedules = [get_schedule(problem, rank, algorithm) for rank in range(problem.nranks)]
     return replay(schedules, itemsize, parameters, hosts, cores)
 

@@ -1,4 +1,5 @@
-"""The `direct` algorithms on real ranks: on a group's shared-memory board when it fits, as messages when not."""
+"""The `direct` and `two_shot` algorithms on real ranks: on a group's shared-memory board when it fits, as messages
+when not."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 
 import meshcomm as dist
 from meshcomm import ReduceOp
+from meshcomm.errors import CollectiveMismatchError
+from meshcomm.executor.board import _PIECE_BYTES
 from meshcomm.executor.board import SLOT_BYTES as BOARD_SLOT_BYTES
 from tests.cluster import Cluster
 
@@ -14,6 +17,8 @@ BOARD_COUNT = 1001  # int64: 8 KB, on the board
 # One element more than a slot holds: on the board by reference when ranks can read each other's memory
 # (the default here), as messages when not (MESHCOMM_SINGLE_COPY_BYTES=0).
 LARGE_COUNT = BOARD_SLOT_BYTES // 8 + 1
+# Enough int64s that each of up to 4 ranks' two-shot blocks spans several pieces, the last one partial.
+PIECES_COUNT = 4 * (2 * _PIECE_BYTES // 8 + 3)
 
 
 def values(rank: int, count: int, salt: int = 0) -> np.ndarray:
@@ -102,11 +107,66 @@ def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_refe
         assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [calls] * cluster.size
 
 
+def two_shot_all_reduces(counts: tuple) -> list[str]:
+    """all_reduce by two_shot with several ops and dtypes; the names of those that disagree with numpy."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    wrong = []
+    for count in counts:
+        x = values(rank, count)
+        dist.all_reduce(x, algorithm="two_shot")
+        if not np.array_equal(x, sum(values(q, count) for q in range(n))):
+            wrong.append(f"sum {count}")
+        x = values(rank, count, salt=2)
+        dist.all_reduce(x, op=ReduceOp.MAX, algorithm="two_shot")
+        if not np.array_equal(x, np.max([values(q, count, salt=2) for q in range(n)], axis=0)):
+            wrong.append(f"max {count}")
+        x = (values(rank, count) % 3).astype(np.int32)
+        dist.all_reduce(x, op=ReduceOp.PRODUCT, algorithm="two_shot")
+        if not np.array_equal(x, np.prod([(values(q, count) % 3).astype(np.int32) for q in range(n)], axis=0)):
+            wrong.append(f"product int32 {count}")
+        x = values(rank, count).astype(np.float64)
+        dist.all_reduce(x, op=ReduceOp.AVG, algorithm="two_shot")
+        if not np.allclose(x, sum(values(q, count) for q in range(n)) / n):
+            wrong.append(f"avg float64 {count}")
+    return wrong
+
+
+def test_two_shot_matches_numpy_on_the_board_in_pieces_for_every_count(cluster) -> None:
+    n = cluster.size
+    counts = (1, max(n - 1, 1), n + 1, BOARD_COUNT, LARGE_COUNT, PIECES_COUNT)
+    before = cluster.run(board_posts)
+    assert cluster.run(two_shot_all_reduces, counts, timeout=120) == [[]] * n
+    if n > 1:  # every call, whatever its size, goes on the board (by reference)
+        assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [4 * len(counts)] * n
+
+
 def test_without_reading_each_other_s_memory_large_direct_calls_go_as_messages() -> None:
     cluster = Cluster(3, env={"MESHCOMM_SINGLE_COPY_BYTES": "0"})
     try:
         assert cluster.run(every_collective_direct, (BOARD_COUNT, LARGE_COUNT), timeout=120) == [[]] * 3
         assert cluster.run(board_posts_of_a_large_all_reduce) == [0] * 3
+        # two_shot needs the single copy at every size: as messages, by its schedule.
+        before = cluster.run(board_posts)
+        assert cluster.run(two_shot_all_reduces, (2, BOARD_COUNT, LARGE_COUNT), timeout=120) == [[]] * 3
+        assert cluster.run(board_posts) == before
+    finally:
+        cluster.close()
+
+
+def mismatched_algorithm() -> str:
+    x = values(dist.get_rank(), LARGE_COUNT)
+    try:
+        dist.all_reduce(x)  # MESHCOMM_ALGO differs between the ranks
+    except CollectiveMismatchError as exc:
+        return str(exc)
+    return "no error"
+
+
+def test_ranks_running_direct_and_two_shot_on_the_board_are_told_so() -> None:
+    cluster = Cluster(2, env={"MESHCOMM_ALGO": ["all_reduce:direct", "all_reduce:two_shot"]})
+    try:
+        for message in cluster.run(mismatched_algorithm, timeout=60):
+            assert "ran it with another algorithm" in message and "rank " in message, message
     finally:
         cluster.close()
 
@@ -150,21 +210,22 @@ def test_large_direct_calls_in_place_are_right_and_leave_inputs_alone(cluster) -
     assert cluster.run(in_place_and_inputs_kept_by_reference, timeout=120) == [[]] * cluster.size
 
 
-def float_sum_bytes(count: int) -> tuple[bytes, bytes]:
+def float_sum_bytes(count: int, algorithm: str) -> tuple[bytes, bytes]:
     """This rank's all_reduce result, and numpy's sum of the same inputs added in rank order."""
     rank, n = dist.get_rank(), dist.get_world_size()
     inputs = [np.random.default_rng(q).standard_normal(count).astype(np.float32) for q in range(n)]
     x = inputs[rank].copy()
-    dist.all_reduce(x, algorithm="direct")
+    dist.all_reduce(x, algorithm=algorithm)
     expected = inputs[0].copy()
     for q in range(1, n):
         expected += inputs[q]
     return x.tobytes(), expected.tobytes()
 
 
-@pytest.mark.parametrize("count", [7, 4096, LARGE_COUNT])
-def test_direct_float_sums_are_bit_identical_on_every_rank_and_in_rank_order(cluster, count) -> None:
-    results = cluster.run(float_sum_bytes, count)
+@pytest.mark.parametrize("algorithm", ["direct", "two_shot"])
+@pytest.mark.parametrize("count", [7, 4096, LARGE_COUNT, PIECES_COUNT])
+def test_board_float_sums_are_bit_identical_on_every_rank_and_in_rank_order(cluster, count, algorithm) -> None:
+    results = cluster.run(float_sum_bytes, count, algorithm)
     assert all(mine == expected for mine, expected in results)
     assert len({mine for mine, _ in results}) == 1
 

@@ -99,10 +99,15 @@ def test_a_dead_store_stops_neither_collectives_nor_a_timeout_report(tmp_path) -
 BOARD = {"MESHCOMM_ALGO": "direct", "FAULT_COUNT": "64"}
 
 
+# two_shot posts by reference at every size, and its ranks write into each other's outputs.
+TWO_SHOT = {"MESHCOMM_ALGO": "all_reduce:two_shot"}
+
+
 @pytest.mark.timeout(100)
-@pytest.mark.parametrize("collective, victim", [("all_reduce", 1), ("barrier", 0)])
-def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victim) -> None:
-    run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=BOARD)
+@pytest.mark.parametrize("collective, victim, env", [("all_reduce", 1, BOARD), ("barrier", 0, BOARD),
+                                                      ("all_reduce", 2, TWO_SHOT)])
+def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victim, env) -> None:
+    run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=env)
     assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
     assert_clean(run, victim)
     for outcome in run.survivors(victim):

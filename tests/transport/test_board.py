@@ -216,3 +216,24 @@ def test_a_reader_that_leaves_before_finishing_fails_the_poster_s_wait(boards) -
     boards[1].finish(1, 3)
     with pytest.raises(ConnectionError, match=r"members \[2\] are gone"):
         boards[0].wait_finished(0, 3, (1, 2), spin=0.0, deadline=float("inf"), between=between)
+
+
+def test_members_write_into_an_output_posted_with_the_call(boards) -> None:
+    # The three members live in this process, so writing the poster's memory writes our own (cma.py).
+    data = np.zeros(600, np.uint8)
+    output = np.zeros(600, np.uint8)
+    boards[0].post(0, 8, PRINT, memoryview(data), spin=0.0, deadline=float("inf"),
+                   between=lambda missing: pytest.fail("waited"), by_reference=True, output=memoryview(output))
+    boards[2].write_into(0, 8, 400, memoryview(bytes(range(1, 101))))
+    assert bytes(output[400:500]) == bytes(range(1, 101))
+    assert not output[:400].any() and not output[500:].any() and not data.any()
+
+
+def test_agree_names_a_member_that_posts_its_output_when_this_one_does_not_or_the_other_way(boards) -> None:
+    output = np.zeros(8, np.uint8)
+    boards[0].post(0, 4, PRINT, memoryview(b"in"), spin=0.0, deadline=float("inf"),
+                   between=lambda missing: None, by_reference=True, output=memoryview(output))
+    post(boards[1], 1, 4, b"in")
+    assert boards[2].agree((0, 1), 4, PRINT) == 0  # a direct call, and member 0 posted for a two-shot one
+    assert boards[2].agree((0, 1), 4, PRINT, output=True) == 1
+    assert boards[2].agree((0,), 4, PRINT, output=True) is None

@@ -1,4 +1,4 @@
-"""Reading another process's memory (cma.py), and the probe that decides whether ranks may."""
+"""Reading and writing another process's memory (cma.py), and the probe that decides whether ranks may."""
 
 from __future__ import annotations
 
@@ -46,6 +46,21 @@ def test_read_copies_the_other_process_s_bytes_exactly(holder) -> None:
     cma.read(pid, address, memoryview(bytearray(0)))  # nothing to read is no error
 
 
+def test_write_lands_in_the_other_process_s_memory() -> None:
+    """The holder itself prints the bytes we wrote, so this does not rest on cma.read."""
+    script = HOLDER + "print(data[5000:5008].tobytes().hex(), flush=True)\n"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        address = int(proc.stdout.readline())
+        cma.write(proc.pid, address + 5000, memoryview(bytes(range(200, 208))))
+        cma.write(proc.pid, address, memoryview(bytearray(0)))  # nothing to write is no error
+        with pytest.raises(OSError, match=f"process_vm_writev to process {proc.pid}"):
+            cma.write(proc.pid, 4096, memoryview(bytearray(16)))  # an address the holder has not mapped
+    finally:
+        out, _ = proc.communicate(input="\n", timeout=30)
+    assert out.strip() == bytes(range(200, 208)).hex()
+
+
 def test_read_names_the_process_when_the_kernel_refuses(holder) -> None:
     pid, address = holder
     with pytest.raises(OSError, match=f"process {pid}"):
@@ -59,6 +74,9 @@ def test_read_names_the_process_when_the_kernel_refuses(holder) -> None:
 def test_probe_is_true_only_for_the_expected_bytes(holder) -> None:
     pid, address = holder
     assert cma.probe(pid, address, bytes(range(8)))
+    after = bytearray(8)
+    cma.read(pid, address, memoryview(after))
+    assert bytes(after) == bytes(range(8))  # the probe wrote back what was there
     assert not cma.probe(pid, address, bytes(range(1, 9)))
     assert not cma.probe(pid, 4096, bytes(8))
 

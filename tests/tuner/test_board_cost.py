@@ -31,9 +31,12 @@ def test_the_busiest_rank_sets_the_byte_work() -> None:
     assert predict(Problem("reduce_scatter", n, counts), "direct", 1, REDUCE_ONLY, cores=n) == (n - 1) * 40
 
 
-def test_ranks_outnumbering_cores_stretch_a_board_call() -> None:
+def test_ranks_outnumbering_cores_wake_a_rank_per_synchronisation_and_stretch_the_byte_work() -> None:
     problem = Problem("all_reduce", 8, (100,))
-    assert predict(problem, "direct", 4, DEFAULTS, cores=2) == 4 * predict(problem, "direct", 4, DEFAULTS, cores=8)
+    spread = predict(problem, "direct", 4, DEFAULTS, cores=8)
+    work = spread - DEFAULTS.board
+    assert work > 0
+    assert predict(problem, "direct", 4, DEFAULTS, cores=2) == DEFAULTS.crowded_alpha + 4 * work
 
 
 def test_direct_is_priced_as_messages_off_the_board() -> None:
@@ -81,3 +84,43 @@ def test_by_reference_the_model_picks_direct_for_mid_sized_calls_on_two_ranks() 
         problem = canonical_problem(collective, 2, 1 << 20, 4)
         assert Chooser(DEFAULTS, 2, cores=2, single_copy=True).choose(problem, 4).name == "direct"
         assert Chooser(DEFAULTS, 2, cores=2).choose(problem, 4).name != "direct"
+
+
+def test_two_shot_is_priced_on_the_board_only_with_the_single_copy() -> None:
+    problem = Problem("all_reduce", 3, (10,))
+    as_messages = replay([get_schedule(problem, r, "two_shot") for r in range(3)], 4, DEFAULTS, cores=3)
+    assert predict(problem, "two_shot", 4, DEFAULTS, cores=3) == as_messages
+    assert predict(problem, "two_shot", 4, DEFAULTS, [0, 0, 1], cores=3, single_copy=True) == \
+        replay([get_schedule(problem, r, "two_shot") for r in range(3)], 4, DEFAULTS, [0, 0, 1], cores=3)
+    assert predict(problem, "two_shot", 4, DEFAULTS, cores=3, single_copy=True) == \
+        board_time(problem, 4, DEFAULTS, cores=3, algorithm="two_shot")
+
+
+def test_two_shot_costs_two_synchronisations_and_a_block_read_and_written_per_peer() -> None:
+    n, count = 4, 4001  # blocks of 1001 and 1000 elements: the largest sets the time
+    problem = Problem("all_reduce", n, (count,))
+    fixed_only = Parameters(same_host=Link(0.0, 0.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=0.0, call=0.0,
+                            crowded_alpha=1.0, board=3.0)
+    assert predict(problem, "two_shot", 4, fixed_only, cores=n, single_copy=True) == 2 * 3.0
+    assert predict(problem, "two_shot", 4, PEER_BYTES_ONLY, cores=n, single_copy=True) == 2 * (n - 1) * 1001 * 4
+    gamma_only = Parameters(same_host=Link(0.0, 0.0), other_host=Link(1.0, 1.0), gamma=1.0, copy=0.0, call=0.0,
+                            crowded_alpha=1.0, board=0.0)
+    assert predict(problem, "two_shot", 4, gamma_only, cores=n, single_copy=True) == (n - 1) * 1001 * 4
+    # On 2 cores, each synchronisation wakes ranks (crowded_alpha) and the byte work is stretched by 4 / 2.
+    assert predict(problem, "two_shot", 4, fixed_only, cores=2, single_copy=True) == 2 * 3.0  # board > crowded_alpha
+    crowded = Parameters(same_host=Link(0.0, 1.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=0.0, call=0.0,
+                         crowded_alpha=5.0, board=3.0)
+    assert predict(problem, "two_shot", 4, crowded, cores=2, single_copy=True) == 2 * 5.0 + 2 * (2 * 3 * 1001 * 4)
+
+
+def test_with_the_single_copy_the_model_takes_two_shot_for_large_all_reduces_and_direct_for_small_ones() -> None:
+    from meshcomm.tuner.choose import Chooser, canonical_problem
+
+    for n in (2, 4, 8):
+        with_it = Chooser(DEFAULTS, n, cores=2, single_copy=True)
+        without = Chooser(DEFAULTS, n, cores=2)
+        for nbytes in (1 << 20, 64 << 20):
+            problem = canonical_problem("all_reduce", n, nbytes, 4)
+            assert with_it.choose(problem, 4).name == "two_shot"
+            assert without.choose(problem, 4).name != "two_shot"
+        assert with_it.choose(canonical_problem("all_reduce", n, 8 << 10, 4), 4).name == "direct"
