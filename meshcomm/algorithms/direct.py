@@ -79,10 +79,10 @@ def two_shot(problem: Problem, rank: int) -> Schedule:
     Cost: 2 communication steps and 1 local step (3 steps); each rank sends and
     receives 2 (n - 1) m / n elements and reduces (n - 1) m / n, as the ring
     does, in 2 (n - 1) messages at once instead of one after another; scratch
-    m (n blocks of m / n). On one host whose ranks can read each other's memory it runs on
-    the group's board (meshcomm/executor/board.py): each rank reads its block
-    from every peer's input, reduces it and writes it into every peer's
-    output, two synchronisations for the whole call.
+    m (n blocks of m / n). On one host whose ranks can read and write each
+    other's memory it runs on the group's board (meshcomm/executor/board.py):
+    each rank reads its block from every peer's input, reduces it and writes
+    it into every peer's output, two synchronisations for the whole call.
     """
     single = _start(problem, rank, "all_reduce")
     if single is not None:

@@ -16,10 +16,10 @@ its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
 bytes, and for a call whose members write into each other's output, the
-address of the poster's output) and `slot_bytes` of data. Every member makes every board call of the
-group, so a call's posts sit in the same slot of every member: a reader
-looks there first and searches the member's other slots only when its
-`latest` says it has posted the call elsewhere.
+address of the poster's output) and `slot_bytes` of data. Every member makes
+every board call of the group, so a call's posts sit in the same slot of
+every member: a reader looks there first and searches the member's other
+slots only when its `latest` says it has posted the call elsewhere.
 
 A contribution larger than a slot is posted by reference when every rank of
 the host can read the others' memory (cma.py): the slot carries where the

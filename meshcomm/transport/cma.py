@@ -4,8 +4,9 @@
 system call (`process_vm_writev` the other way): a large message between ranks
 of one host then costs one copy (the receiver reading the sender's buffer)
 instead of two (into a shared ring, then out of it). The kernel allows it
-between processes of the same user unless ptrace is restricted (Yama's ptrace_scope ≥ 1 forbids it between
-siblings), which is why every pair of ranks probes it before use.
+between processes of the same user unless ptrace is restricted (Yama's
+ptrace_scope ≥ 1 forbids it between siblings), which is why every pair of
+ranks probes it before use.
 """
 
 from __future__ import annotations
