@@ -158,7 +158,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
             in_place = by_reference and not writes and np.may_share_memory(output, published)
             target = reusable(output.dtype, output.size, "board output") if in_place else output
             posts = _Posts(board, seq, output.dtype, me, published if by_reference else None,
-                           lambda member, exc: _reader_lost(member, exc, deadline, between))
+                           lambda member, exc: _poster_lost(member, exc, deadline, between))
             plan.compute(posts, target, combine)
             # A two-shot call says it finished (its peers wait for its writes); a direct one only when it has a
             # post too large for a slot, so posts by reference to say it finished reading.
@@ -181,19 +181,20 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         raise _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages") from None
 
 
-def _reader_lost(member: int, exc: OSError, deadline: float, between) -> None:
-    """A member's memory could not be read: it died holding its post (it waits for its readers otherwise).
-    Raise what the transport says of it once it sees the member gone, which names it as a lost message does."""
+def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:
+    """A member's memory could not be read (its post) or written (its output): it died holding its post (it
+    waits for its peers otherwise). Raise what the transport says of it once it sees the member gone, which
+    names it as a lost message does."""
     while time.monotonic() < deadline:
         between([member])
         time.sleep(0.001)
-    raise TimeoutError(f"could not read member {member}'s post from its memory: {exc}")
+    raise TimeoutError(f"could not reach member {member}'s memory for its post: {exc}")
 
 
 class _Posts:
     """The members' posts of one call, read the cheapest way: from a slot, from this rank's own buffer when it
-    posted by reference (`own`), or straight from the memory of a member that did (`lost(member, error)`
-    raises when that fails)."""
+    posted by reference (`own`), or straight from the memory of a member that did; and their outputs, written
+    straight into their memory (`lost(member, error)` raises when reading or writing fails)."""
 
     __slots__ = ("board", "seq", "dtype", "me", "own", "lost")
 

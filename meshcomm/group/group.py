@@ -70,7 +70,7 @@ class Group:
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
         self._mailbox = None
         self._on_one_host: bool | None = None  # every member shares memory with this rank (decided at first need)
-        self._single_copy: bool | None = None  # and the host's ranks can read each other's memory (likewise)
+        self._single_copy: bool | None = None  # and the host's ranks can read and write each other's memory (likewise)
         self._board: Board | None = None
         self._plans: dict[tuple, _Plan] = {}  # see _plan
 
@@ -182,7 +182,7 @@ class Group:
     def single_copy(self) -> bool:
         """Whether the group's board may take posts by reference: the same answer on every member."""
         if self._single_copy is None:
-            self._single_copy = self.runtime.transport.reads_memory_of(self.ranks)
+            self._single_copy = self.runtime.transport.reaches_memory_of(self.ranks)
         return self._single_copy
 
     def _run_on_board(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:

@@ -243,12 +243,13 @@ class Board:
         cma.write(reference[0], reference[2] + start, source)
 
     def finish(self, me: int, seq: int) -> None:
-        """This member has read what it needed of call `seq` posted by reference: its posters may return."""
+        """This member is done with call `seq`'s posts by reference (read them, or written into their outputs):
+        their posters may return."""
         self._finished[me][0] = seq + 1
         self._wake_others(me)
 
     def wait_finished(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
-        """Until each of `members` has finished reading call `seq` (see finish); as `wait` otherwise."""
+        """Until each of `members` is done with this member's post of call `seq` (see finish); as `wait` otherwise."""
         finished = self._finished
         if not all(finished[member][0] > seq for member in members):
             self._wait(me, lambda member: finished[member][0] > seq, spin, deadline, between, members,

@@ -447,10 +447,10 @@ class Transport:
         local = self._local
         return local is not None and local.enabled and all(r in local.ranks for r in ranks)
 
-    def reads_memory_of(self, ranks) -> bool:
-        """True when this rank shares memory with every one of `ranks` and all ranks of the host can read each
-        other's memory (cma.py): every rank of the host gives the same answer."""
-        return self.shares_memory_with(ranks) and self._local.all_read_each_other
+    def reaches_memory_of(self, ranks) -> bool:
+        """True when this rank shares memory with every one of `ranks` and all ranks of the host can read and
+        write each other's memory (cma.py): every rank of the host gives the same answer."""
+        return self.shares_memory_with(ranks) and self._local.all_reach_each_other
 
     @property
     def job(self) -> str:

@@ -100,9 +100,10 @@ class LocalPeers:
         self.job = config.get("MESHCOMM_JOB_ID") or f"p{os.getpid()}"  # names this job's shared files
         self.segment: shm.Segment | None = None
         self._peer_segments: list[shm.Segment] = []
-        # Whether every rank of this host can read every other's memory: the same answer on each of them,
-        # so they agree on which calls a group's board may take by reference (executor/board.py).
-        self.all_read_each_other = False
+        # Whether every rank of this host can read and write every other's memory (cma.probe): the same
+        # answer on each of them, so they agree on which calls a group's board may take by reference
+        # (executor/board.py).
+        self.all_reach_each_other = False
         if self.enabled:
             self._map(rank, store, timeout)
 
@@ -126,14 +127,14 @@ class LocalPeers:
             # Each rank says in its own inbox whose memory it can read; a sender
             # looks there before passing a large message by reference. A sender
             # that looks before the probe is done just copies through the ring.
-            reads_all = True
+            reaches_all = True
             for peer, theirs in zip((p for p in self.ranks if p != rank), self._peer_segments):
                 ok = self.single_copy_bytes > 0 and theirs.probe_owner()
                 self.segment.record_read(self.ranks.index(peer), ok)
-                reads_all = reads_all and ok
-            store.set(f"shm/reads_all/{rank}", b"1" if reads_all else b"0")
-            self.all_read_each_other = reads_all and all(
-                store.get(f"shm/reads_all/{peer}", timeout=timeout) == b"1" for peer in self.ranks if peer != rank)
+                reaches_all = reaches_all and ok
+            store.set(f"shm/reaches_all/{rank}", b"1" if reaches_all else b"0")
+            self.all_reach_each_other = reaches_all and all(
+                store.get(f"shm/reaches_all/{peer}", timeout=timeout) == b"1" for peer in self.ranks if peer != rank)
         finally:
             # Once every peer has it mapped (or start-up failed), the name can go:
             # the memory lives until the last process unmaps it, crash or not.

@@ -18,7 +18,7 @@ memory), its own part is a local copy, and a second synchronisation (the
 readers telling the posters they are done) adds another `board`.
 
 A two-shot all-reduce always goes by reference: two synchronisations, and
-each rank reads its block (count / n, rounded up) from n - 1 peers, reduces
+each rank reads its block (the largest of block_bounds') from n - 1 peers, reduces
 them, and writes the result into n - 1 peers' outputs, every byte moved at
 same_host β: the bytes of a ring, without its 2 (n - 1) messages.
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from meshcomm.algorithms.problem import Problem
+from meshcomm.algorithms.schedule import block_bounds
 from meshcomm.executor import board as board_executor
 from meshcomm.tuner.model import Parameters
 
@@ -74,12 +75,12 @@ def board_time(problem: Problem, itemsize: int, parameters: Parameters, cores: i
     stretch = max(1.0, n / cores)
     synchronisation = max(parameters.board, parameters.crowded_alpha) if n > cores else parameters.board
     if algorithm == "two_shot":
-        block = -(-problem.count // n)
+        block = block_bounds(problem.count, n)[1]  # the largest: the first blocks take the remainder
         work = (2 * parameters.same_host.beta + parameters.gamma) * (n - 1) * block * itemsize
         return 2 * synchronisation + work * stretch
     by_reference = board_executor.goes_by_reference(problem, itemsize)
     busiest = 0.0
-    for rank in range(problem.nranks):
+    for rank in range(n):
         read, reduced = _read_and_reduced(problem, rank)
         if by_reference:
             from_peers, own = _read_by_reference(problem, rank, read, reduced)

@@ -68,7 +68,7 @@ class Chooser:
                  cores: int = 1, node_hosts: tuple = (), single_copy: bool = False) -> None:
         """`hosts` labels each rank's link class (shared memory or not); `node_hosts` is the
         group's host index per rank when it spans hosts (Problem.hosts), else (); `single_copy`: the
-        group's ranks can read each other's memory (its board takes large posts by reference)."""
+        group's ranks can read and write each other's memory (its board takes large posts by reference)."""
         self.parameters = parameters
         self.nranks = nranks
         self.hosts = None if hosts is None else tuple(hosts)
