@@ -203,6 +203,16 @@ def in_place_and_inputs_kept_by_reference() -> list[str]:
     dist.all_gather_into_tensor(gathered, source[:count], algorithm="direct")
     if not np.array_equal(source, kept):
         wrong.append("an input changed")
+    # Inputs over another part of the output: the peers' writes must not land on them before they are sent.
+    shifted = np.concatenate([values(rank, count, salt=j) for j in range(n)])
+    other = (rank + 1) % n
+    dist.all_gather_into_tensor(shifted, shifted[other * count : (other + 1) * count], algorithm="direct")
+    if not np.array_equal(shifted, np.concatenate([values(q, count, salt=(q + 1) % n) for q in range(n)])):
+        wrong.append("all_gather from another block of the output")
+    exchanged = np.concatenate([values(rank, count, salt=j) for j in range(n)])
+    dist.all_to_all_single(exchanged, exchanged, algorithm="direct")
+    if not np.array_equal(exchanged, np.concatenate([values(q, count, salt=rank) for q in range(n)])):
+        wrong.append("in-place all_to_all")
     return wrong
 
 
