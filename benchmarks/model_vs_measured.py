@@ -42,6 +42,8 @@ from meshcomm.bench import runner
 from meshcomm.bench.sizes import human_bytes, parse_sizes
 from meshcomm.bench.sizes import problem as sizes_problem
 from meshcomm.bench.worker import Spec
+from meshcomm.transport import cma
+from meshcomm.transport.local import single_copy_bytes
 from meshcomm.tuner import model
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
@@ -119,6 +121,9 @@ def main() -> int:
     path = config.get("MESHCOMM_TUNING")
     parameters = model.load(path) if path else model.DEFAULTS
     cores = len(os.sched_getaffinity(0))
+    # The bench's ranks share this host: its `direct` and `two_shot` calls run on the board, by reference
+    # when the ranks can reach each other's memory; the model prices them the same way.
+    single_copy = cma.expected_between_siblings() and single_copy_bytes() > 0
 
     if args.measured:
         times = {}
@@ -138,7 +143,7 @@ def main() -> int:
         measured_by_algo = pooled(samples, twins(problem), statistics.median)
         for algo, runs in samples.items():
             measured = measured_by_algo[algo]
-            predicted = predict(problem, algo, ITEMSIZE, parameters, cores=cores)
+            predicted = predict(problem, algo, ITEMSIZE, parameters, cores=cores, single_copy=single_copy)
             rows.append({"ranks": n, "coll": coll, "algo": algo, "bytes": nbytes, "measured_us": measured * 1e6,
                          "own_us": statistics.median(runs) * 1e6, "predicted_us": predicted * 1e6,
                          "error_pct": 100 * (predicted - measured) / measured, "runs_us": [t * 1e6 for t in runs]})
@@ -154,7 +159,7 @@ def main() -> int:
     ratios, old_ratios, own_ratios = [], [], []
     within_by_ranks: dict[int, list[bool]] = {}
     for n in ranks:
-        chooser = Chooser(parameters, n, cores=cores)
+        chooser = Chooser(parameters, n, cores=cores, single_copy=single_copy)
         for coll in colls:
             for nbytes in sizes:
                 point = {r["algo"]: r for r in rows if (r["ranks"], r["coll"], r["bytes"]) == (n, coll, nbytes)}
@@ -182,7 +187,7 @@ def main() -> int:
     for coll in colls:
         errors = [abs(r["error_pct"]) for r in rows if r["coll"] == coll]
         chosen = [abs(r["error_pct"]) for r in rows if r["coll"] == coll
-                  and r["algo"] == Chooser(parameters, r["ranks"], cores=cores).choose(
+                  and r["algo"] == Chooser(parameters, r["ranks"], cores=cores, single_copy=single_copy).choose(
                       bench_problem(coll, r["bytes"], r["ranks"]), ITEMSIZE).name]
         if errors:
             print(f"| {coll} | {len(errors)} | {statistics.median(errors):.0f} | {max(errors):.0f} | "

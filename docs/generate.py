@@ -73,14 +73,15 @@ def default_rule(collective: str) -> str:
     from meshcomm.tuner.choose import Chooser
     from meshcomm.tuner.model import DEFAULTS
 
-    chooser = Chooser(DEFAULTS, 4, None, cores=2)
+    # Ranks of one Linux host that reach each other's memory, as on the VM the defaults were measured on.
+    chooser = Chooser(DEFAULTS, 4, None, cores=2, single_copy=True)
     if collective == "barrier":
         return f"Otherwise meshcomm's cost model picks `{chooser.choose(problem_for(collective, 4, 0), ITEMSIZE).name}`."
     picks = [(nbytes, chooser.choose(problem_for(collective, 4, nbytes), ITEMSIZE).name)
              for nbytes in (64, 64 << 10, 16 << 20)]
     listed = ", ".join(f"`{name}` at {_size(nbytes)}" for nbytes, name in picks)
     return ("Otherwise meshcomm's cost model predicts every algorithm and runs the fastest; "
-            f"with its built-in parameters (a 2-core VM), on 4 ranks of one host it picks {listed}.")
+            f"with its built-in parameters (a 2-core VM), on 4 ranks of one host that reach each other's memory it picks {listed}.")
 
 
 def markdown(text: str) -> str:

@@ -1,5 +1,9 @@
 """Predicted time of one collective call on a Topology: exact replay, or the ring's closed form at scale.
 
+A `direct` or `two_shot` call of ranks all on one host runs on the group's
+shared-memory board (where the topology has one, as `here` does), not as
+messages: it is priced as the group would run it (tuner/board.py).
+
 Replay (`tuner.predict.replay`) runs every rank's schedule on the α-β-γ model
 with a clock per rank; it is exact for the model and costs time and memory
 in proportion to all ranks' operations: fine for every algorithm up to a few
@@ -34,6 +38,7 @@ from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import Copy, RecvReduce, Reduce, Send, block_bounds
 from meshcomm.sim.topology import Topology
+from meshcomm.tuner.board import board_time, runs_on_board
 from meshcomm.tuner.choose import canonical_problem
 from meshcomm.tuner.predict import replay
 
@@ -44,7 +49,7 @@ RINGS = {("all_reduce", "ring"), ("all_gather", "ring"), ("reduce_scatter", "rin
 @dataclass(frozen=True)
 class Prediction:
     seconds: float
-    method: str  # "replay" or "ring closed form"
+    method: str  # "replay", "ring closed form", or "board" (a group on one host, see Topology.board)
 
 
 def problem_for(collective: str, nranks: int, nbytes: int, itemsize: int, topo: Topology) -> Problem:
@@ -58,6 +63,8 @@ def simulate(collective: str, algorithm: str, nranks: int, nbytes: int, topo: To
     """Seconds one call takes by the model; `exact` replays rings too, whatever their size."""
     problem = problem_for(collective, nranks, nbytes, itemsize, topo)
     hosts = topo.hosts(nranks)
+    if topo.board and runs_on_board(problem, algorithm, itemsize, hosts, topo.single_copy):
+        return Prediction(board_time(problem, itemsize, topo.parameters, topo.cores, algorithm), "board")
     if (collective, algorithm) in RINGS and nranks > REPLAY_LIMIT and not exact:
         return Prediction(ring_closed_form(problem, itemsize, topo), "ring closed form")
     schedules = [get_schedule(problem, rank, algorithm) for rank in range(nranks)]

@@ -1,7 +1,9 @@
 """Machines to simulate: ranks per host, cores per host and the cost model's parameters.
 
 `here` is this machine as `meshcomm tune` measured it (MESHCOMM_TUNING, else
-the built-in parameters). The GPU presets stand for clusters with one rank per
+the built-in parameters), with a group on one host running `direct` and
+`two_shot` on its shared-memory board, by reference when the host lets ranks
+reach each other's memory (cma.expected_between_siblings). The GPU presets stand for clusters with one rank per
 GPU, where the message costs are those of the interconnects (NCCL's, not
 Python's); their figures are round numbers from the vendors' published link
 speeds and typical measured latencies, stated here so a result can be
@@ -24,6 +26,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from meshcomm.transport import cma
+from meshcomm.transport.local import single_copy_bytes
 from meshcomm.tuner import model
 from meshcomm.tuner.model import Link, Parameters
 
@@ -34,6 +38,11 @@ class Topology:
     parameters: Parameters
     ranks_per_host: int | None  # None: every rank on one host
     cores: int  # cores (or GPUs) per host that run ranks at once
+    # A group on one host runs `direct` and `two_shot` calls on its shared-memory board (tuner/board.py), as
+    # meshcomm's processes do; single_copy: posts larger than a slot go by reference, as where its ranks
+    # can reach each other's memory. The GPU presets model interconnects, not the board: neither.
+    board: bool = False
+    single_copy: bool = False
 
     def hosts(self, nranks: int) -> tuple[int, ...]:
         """Host index of each rank: consecutive ranks fill a host."""
@@ -50,7 +59,8 @@ def _gpu(alpha_in: float, gbps_in: float, alpha_out: float, gbps_out: float, sou
 
 
 def here(ranks_per_host: int | None = None) -> Topology:
-    return Topology("here", model.configured(), ranks_per_host, os.cpu_count() or 1)
+    single_copy = cma.expected_between_siblings() and single_copy_bytes() > 0
+    return Topology("here", model.configured(), ranks_per_host, os.cpu_count() or 1, True, single_copy)
 
 
 PRESETS = {

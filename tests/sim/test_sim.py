@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from meshcomm.cli.main import main
 from meshcomm.sim import simulate
 from meshcomm.sim.engine import problem_for, ring_closed_form
 from meshcomm.sim.topology import PRESETS, topology
+from meshcomm.tuner.board import board_time
 
 TOPOLOGIES = [topology("summit"), topology("dgx-a100"), topology("here"), topology("here", 2)]
 
@@ -51,6 +53,25 @@ def test_node_aware_algorithms_see_the_topologys_hosts() -> None:
     assert problem_for("all_reduce", 4, 1024, 4, topology("here")).hosts == ()
     flat = simulate("all_reduce", "ring", 48, 64 << 20, summit).seconds
     assert simulate("all_reduce", "hierarchical", 48, 64 << 20, summit).seconds < flat
+
+
+def test_direct_and_two_shot_on_one_host_are_priced_on_the_board_as_the_group_runs_them() -> None:
+    here = dataclasses.replace(topology("here"), single_copy=True)
+    for collective, algorithm, nbytes in (("all_gather", "direct", 8), ("all_gather", "direct", 64 << 20),
+                                          ("all_reduce", "two_shot", 64 << 20)):
+        problem = problem_for(collective, 4, nbytes, 4, here)
+        got = simulate(collective, algorithm, 4, nbytes, here)
+        assert got.method == "board"
+        assert got.seconds == board_time(problem, 4, here.parameters, here.cores, algorithm)
+    # Without the single copy only posts that fit a slot go on the board; the rest run as messages.
+    no_copy = dataclasses.replace(here, single_copy=False)
+    assert simulate("all_gather", "direct", 4, 8, no_copy).method == "board"
+    assert simulate("all_gather", "direct", 4, 64 << 20, no_copy).method == "replay"
+    assert simulate("all_reduce", "two_shot", 4, 64 << 20, no_copy).method == "replay"
+    # Ranks on two hosts exchange messages, and the GPU presets model their interconnects, not the board.
+    assert simulate("all_gather", "direct", 4, 8, dataclasses.replace(here, ranks_per_host=2)).method == "replay"
+    assert simulate("all_gather", "direct", 6, 8, PRESETS["summit"]).method == "replay"
+    assert simulate("all_gather", "direct", 4, 8, topology("here")).method == "board"
 
 
 def test_sim_prints_a_row_per_point_and_writes_json(tmp_path, capsys) -> None:

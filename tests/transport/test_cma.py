@@ -102,3 +102,19 @@ def test_a_segment_s_owner_can_be_probed_through_its_identity(tmp_path) -> None:
     finally:
         owner.unlink()
         owner.close()
+
+
+def test_siblings_are_expected_to_reach_each_other_unless_yama_restricts_ptrace(tmp_path) -> None:
+    scope = tmp_path / "ptrace_scope"
+    scope.write_text("0\n")
+    assert cma.expected_between_siblings(str(scope))
+    scope.write_text("1\n")
+    assert not cma.expected_between_siblings(str(scope))
+    assert cma.expected_between_siblings(str(tmp_path / "no-yama"))
+
+
+def test_without_the_calls_nobody_is_expected_to_reach_anybody(monkeypatch, tmp_path) -> None:
+    scope = tmp_path / "ptrace_scope"
+    scope.write_text("0\n")
+    monkeypatch.setattr(cma, "_readv", None)
+    assert not cma.expected_between_siblings(str(scope))
