@@ -42,8 +42,7 @@ from meshcomm.bench import runner
 from meshcomm.bench.sizes import human_bytes, parse_sizes
 from meshcomm.bench.sizes import problem as sizes_problem
 from meshcomm.bench.worker import Spec
-from meshcomm.transport import cma
-from meshcomm.transport.local import single_copy_bytes
+from meshcomm.transport.local import expected_on_this_host
 from meshcomm.tuner import model
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
@@ -123,7 +122,7 @@ def main() -> int:
     cores = len(os.sched_getaffinity(0))
     # The bench's ranks share this host: its `direct` and `two_shot` calls run on the board, by reference
     # when the ranks can reach each other's memory; the model prices them the same way.
-    single_copy = cma.expected_between_siblings() and single_copy_bytes() > 0
+    single_copy = expected_on_this_host()[1]
 
     if args.measured:
         times = {}

@@ -81,7 +81,8 @@ def default_rule(collective: str) -> str:
              for nbytes in (64, 64 << 10, 16 << 20)]
     listed = ", ".join(f"`{name}` at {_size(nbytes)}" for nbytes, name in picks)
     return ("Otherwise meshcomm's cost model predicts every algorithm and runs the fastest; "
-            f"with its built-in parameters (a 2-core VM), on 4 ranks of one host that reach each other's memory it picks {listed}.")
+            "with its built-in parameters (a 2-core VM), on 4 ranks of one host that reach each other's memory "
+            f"it picks {listed}.")
 
 
 def markdown(text: str) -> str:

@@ -4,15 +4,16 @@ The one-synchronisation form of each collective: in step 0 every rank sends
 its contribution (or the part a peer needs) to each peer that needs it and
 receives theirs; a reduction then combines all contributions in rank order
 (rank 0's first), so every rank computes bit-identical results whatever
-order the messages came in. On a group whose ranks all share a host, and
-messages small enough, the group runs these on its board
-(meshcomm/executor/board.py): each rank publishes once in shared memory and
-the others read, one synchronisation instead of n - 1 messages each way.
+order the messages came in. On a group whose ranks all share a host the
+group runs these on its board (meshcomm/executor/board.py): each rank
+publishes once in shared memory (in a slot, or by reference when larger
+and the ranks can reach each other's memory) and the others read, one or
+two synchronisations instead of n - 1 messages each way.
 
 Cost: 1 communication step for every collective (2 steps where a reduction
 follows); the latency is one message's, the bytes are the most any
-algorithm sends (each rank gets every contribution it needs whole), so
-these are for small messages.
+algorithm sends (each rank gets every contribution it needs whole), so as
+messages these are for small calls.
 """
 
 from __future__ import annotations

@@ -41,10 +41,11 @@ from meshcomm.transport.buffers import byte_view
 
 # Bytes one member may publish in a slot of a group's board; larger `direct` calls go by reference
 # when the host allows it (fits), as messages when not. Up to here two copies through a slot and one
-# synchronisation beat one copy by reference and two (measured here, 2 ranks, fastest of 3 runs: all_to_all
-# 256 KiB 29.6 µs in slots against 39.1 by reference, reduce_scatter 28.1 against 41.4; all_gather 1 MiB,
-# 512 KiB posts, 89.3 in slots against 80.3). The board holds SLOTS of them per member, in tmpfs pages
-# touched only when used.
+# synchronisation beat one copy by reference and two (measured here on 2 ranks, medians of 8 interleaved
+# runs: all_to_all 256 KiB 30.2 µs in 256 KiB slots against 39.3 with 64 KiB ones, reduce_scatter 28.7
+# against 42.0, broadcast 16.4 against 39.8); beyond, no longer (512 KiB slots, fastest of 3 runs: all_gather
+# 1 MiB, whose posts are 512 KiB, 89.3 µs against 80.3 by reference). The board holds transport/board.py's
+# SLOTS (16) of them per member: 4 MiB, in tmpfs pages touched only when used.
 SLOT_BYTES = 256 << 10
 # Bytes per second a reader copies out of a poster's memory, a low estimate (4.6-19 GB/s measured here).
 _READ_RATE = 4e9

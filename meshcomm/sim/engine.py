@@ -1,8 +1,10 @@
 """Predicted time of one collective call on a Topology: exact replay, or the ring's closed form at scale.
 
 A `direct` or `two_shot` call of ranks all on one host runs on the group's
-shared-memory board (where the topology has one, as `here` does), not as
-messages: it is priced as the group would run it (tuner/board.py).
+shared-memory board when it fits (where the topology has a board, as `here`
+does; without the single copy only posts that fit a slot, and two_shot
+never), not as messages: it is priced as the group would run it
+(tuner/board.py).
 
 Replay (`tuner.predict.replay`) runs every rank's schedule on the α-β-γ model
 with a clock per rank; it is exact for the model and costs time and memory

@@ -1,13 +1,13 @@
 """Machines to simulate: ranks per host, cores per host and the cost model's parameters.
 
 `here` is this machine as `meshcomm tune` measured it (MESHCOMM_TUNING, else
-the built-in parameters), with a group on one host running `direct` and
-`two_shot` on its shared-memory board, by reference when the host lets ranks
-reach each other's memory (cma.expected_between_siblings). The GPU presets stand for clusters with one rank per
-GPU, where the message costs are those of the interconnects (NCCL's, not
-Python's); their figures are round numbers from the vendors' published link
-speeds and typical measured latencies, stated here so a result can be
-reproduced and argued with:
+the built-in parameters), and a group on one host runs `direct` and
+`two_shot` on its shared-memory board, by reference, as a job here would
+(transport/local.py's expected_on_this_host). The GPU presets stand for
+clusters with one rank per GPU, where the message costs are those of the
+interconnects (NCCL's, not Python's); their figures are round numbers from
+the vendors' published link speeds and typical measured latencies, stated
+here so a result can be reproduced and argued with:
 
 - `summit`: IBM AC922 nodes with 6 V100s. Inside a node NVLink 2 (two links
   of 25 GB/s between GPU pairs: 50 GB/s, α 1.5 µs per hop); between nodes
@@ -26,8 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from meshcomm.transport import cma
-from meshcomm.transport.local import single_copy_bytes
+from meshcomm.transport.local import expected_on_this_host
 from meshcomm.tuner import model
 from meshcomm.tuner.model import Link, Parameters
 
@@ -59,8 +58,10 @@ def _gpu(alpha_in: float, gbps_in: float, alpha_out: float, gbps_out: float, sou
 
 
 def here(ranks_per_host: int | None = None) -> Topology:
-    single_copy = cma.expected_between_siblings() and single_copy_bytes() > 0
-    return Topology("here", model.configured(), ranks_per_host, os.cpu_count() or 1, True, single_copy)
+    board, single_copy = expected_on_this_host()
+    # The cores this process may run on, as a job's ranks count them (group/runtime.py).
+    return Topology("here", model.configured(), ranks_per_host, len(os.sched_getaffinity(0)), board=board,
+                    single_copy=single_copy)
 
 
 PRESETS = {

@@ -44,14 +44,14 @@ def available() -> bool:
     return _readv is not None and _writev is not None
 
 
-def expected_between_siblings(ptrace_scope: str = "/proc/sys/kernel/yama/ptrace_scope") -> bool:
+def expected_between_siblings(ptrace_scope_path: str = "/proc/sys/kernel/yama/ptrace_scope") -> bool:
     """Whether ranks started side by side on this host should reach each other's memory: the calls exist and
     Yama, if present, leaves ptrace unrestricted. A prediction for tools that run no job (the simulator, the
     model's report); a job's ranks probe each other instead."""
     if not available():
         return False
     try:
-        with open(ptrace_scope, encoding="ascii") as f:
+        with open(ptrace_scope_path, encoding="ascii") as f:
             return f.read().strip() == "0"
     except OSError:
         return True  # no Yama: same-user processes may

@@ -11,7 +11,7 @@ import os
 import socket
 
 from meshcomm import config
-from meshcomm.transport import shm
+from meshcomm.transport import cma, shm
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _MAX_RING = 4 << 20
@@ -36,6 +36,15 @@ def shm_wanted() -> bool:
     if choice not in ("auto", "tcp"):
         raise ValueError(f"MESHCOMM_TRANSPORT must be 'auto' or 'tcp', got {choice!r}")
     return choice == "auto" and shm.available()
+
+
+def expected_on_this_host() -> tuple[bool, bool]:
+    """(board, single copy): whether ranks started side by side on this host would talk through shared memory
+    (so a group of them gets a board) and reach each other's memory (so its board takes posts by reference).
+    A prediction for tools that run no job (the simulator, the model's report); a job's ranks probe each
+    other instead, and a probe may still refuse what this expects (seccomp, a sandbox)."""
+    board = shm_wanted()
+    return board, board and single_copy_bytes() > 0 and cma.expected_between_siblings()
 
 
 def ring_bytes(nlocal: int) -> int:

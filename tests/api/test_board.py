@@ -179,10 +179,9 @@ def board_posts_of_a_large_all_reduce() -> int:
     return board_posts() - before
 
 
-def in_place_and_inputs_kept_by_reference() -> list[str]:
-    """Large direct calls whose output overlaps their input, and inputs that must come back unchanged."""
+def in_place_and_inputs_kept(count: int) -> list[str]:
+    """Direct calls whose output overlaps their input, and inputs that must come back unchanged."""
     rank, n = dist.get_rank(), dist.get_world_size()
-    count = LARGE_COUNT
     wrong = []
     whole = np.zeros(n * count, np.int64)
     whole[rank * count : (rank + 1) * count] = values(rank, count)
@@ -216,8 +215,9 @@ def in_place_and_inputs_kept_by_reference() -> list[str]:
     return wrong
 
 
-def test_large_direct_calls_in_place_are_right_and_leave_inputs_alone(cluster) -> None:
-    assert cluster.run(in_place_and_inputs_kept_by_reference, timeout=120) == [[]] * cluster.size
+@pytest.mark.parametrize("count", [BOARD_COUNT, LARGE_COUNT], ids=["in slots", "by reference"])
+def test_direct_calls_in_place_are_right_and_leave_inputs_alone(cluster, count) -> None:
+    assert cluster.run(in_place_and_inputs_kept, count, timeout=120) == [[]] * cluster.size
 
 
 def float_sum_bytes(count: int, algorithm: str) -> tuple[bytes, bytes]:

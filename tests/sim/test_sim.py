@@ -11,7 +11,8 @@ from meshcomm.cli.main import main
 from meshcomm.sim import simulate
 from meshcomm.sim.engine import problem_for, ring_closed_form
 from meshcomm.sim.topology import PRESETS, topology
-from meshcomm.tuner.board import board_time
+from meshcomm.algorithms import ALGORITHMS
+from meshcomm.tuner.predict import predict
 
 TOPOLOGIES = [topology("summit"), topology("dgx-a100"), topology("here"), topology("here", 2)]
 
@@ -55,14 +56,18 @@ def test_node_aware_algorithms_see_the_topologys_hosts() -> None:
     assert simulate("all_reduce", "hierarchical", 48, 64 << 20, summit).seconds < flat
 
 
-def test_direct_and_two_shot_on_one_host_are_priced_on_the_board_as_the_group_runs_them() -> None:
-    here = dataclasses.replace(topology("here"), single_copy=True)
+def test_one_host_is_priced_as_its_group_s_model_prices_it_board_calls_included() -> None:
+    here = dataclasses.replace(topology("here"), board=True, single_copy=True)
+    for collective in ("all_reduce", "all_gather", "all_to_all"):
+        for nbytes in (8, 64 << 20):
+            problem = problem_for(collective, 4, nbytes, 4, here)
+            for algorithm in ALGORITHMS[collective]:
+                # What a group of 4 ranks on one host of `here` computes to choose (tuner/choose.py).
+                group = predict(problem, algorithm, 4, here.parameters, None, here.cores, single_copy=True)
+                assert simulate(collective, algorithm, 4, nbytes, here).seconds == group, (collective, algorithm)
     for collective, algorithm, nbytes in (("all_gather", "direct", 8), ("all_gather", "direct", 64 << 20),
                                           ("all_reduce", "two_shot", 64 << 20)):
-        problem = problem_for(collective, 4, nbytes, 4, here)
-        got = simulate(collective, algorithm, 4, nbytes, here)
-        assert got.method == "board"
-        assert got.seconds == board_time(problem, 4, here.parameters, here.cores, algorithm)
+        assert simulate(collective, algorithm, 4, nbytes, here).method == "board"
     # Without the single copy only posts that fit a slot go on the board; the rest run as messages.
     no_copy = dataclasses.replace(here, single_copy=False)
     assert simulate("all_gather", "direct", 4, 8, no_copy).method == "board"
@@ -71,7 +76,17 @@ def test_direct_and_two_shot_on_one_host_are_priced_on_the_board_as_the_group_ru
     # Ranks on two hosts exchange messages, and the GPU presets model their interconnects, not the board.
     assert simulate("all_gather", "direct", 4, 8, dataclasses.replace(here, ranks_per_host=2)).method == "replay"
     assert simulate("all_gather", "direct", 6, 8, PRESETS["summit"]).method == "replay"
-    assert simulate("all_gather", "direct", 4, 8, topology("here")).method == "board"
+    # Nor do ranks that talk over TCP on one host.
+    tcp_only = dataclasses.replace(here, board=False, single_copy=False)
+    assert simulate("all_gather", "direct", 4, 8, tcp_only).method == "replay"
+
+
+def test_here_expects_the_board_only_where_a_job_would_use_shared_memory(monkeypatch) -> None:
+    monkeypatch.setenv("MESHCOMM_TRANSPORT", "tcp")
+    assert (topology("here").board, topology("here").single_copy) == (False, False)
+    monkeypatch.setenv("MESHCOMM_TRANSPORT", "auto")
+    monkeypatch.setenv("MESHCOMM_SINGLE_COPY_BYTES", "0")
+    assert topology("here").single_copy is False
 
 
 def test_sim_prints_a_row_per_point_and_writes_json(tmp_path, capsys) -> None:
