@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from meshcomm.algorithms import ALGORITHMS
     from meshcomm.bench.sizes import bus_factor, human_bytes
     from meshcomm.sim import simulate
-    from meshcomm.sim.topology import PRESETS, topology
+    from meshcomm.sim.topology import UnknownTopology, topology
 
     if args.coll not in ALGORITHMS:
         raise UsageError(f"argument --coll: unknown collective {args.coll!r}; choose one of: {', '.join(ALGORITHMS)}")
@@ -65,10 +65,12 @@ def run(args: argparse.Namespace) -> int:
     if unknown or not algos:
         raise UsageError(f"argument --algos: {args.coll} has no algorithm {', '.join(unknown) or '(none given)'}; "
                          f"choose from: {', '.join(known)}")
-    if args.topology != "here" and args.topology not in PRESETS:
-        raise UsageError(f"argument --topology: unknown topology {args.topology!r}; "
-                         f"choose one of: here, {', '.join(PRESETS)}")
-    topo = topology(args.topology, args.ranks_per_host)
+    try:
+        topo = topology(args.topology, args.ranks_per_host)
+    except UnknownTopology as exc:
+        raise UsageError(f"argument --topology: {exc}") from None
+    except ValueError as exc:  # a MESHCOMM_ setting that `here` reads, not an argument
+        raise UsageError(str(exc)) from None
     if args.plot:
         from meshcomm.explain import png
 

@@ -70,12 +70,16 @@ PRESETS = {
 }
 
 
+class UnknownTopology(ValueError):
+    """A topology name that is neither `here` nor a preset (a setting `here` reads may raise ValueError too)."""
+
+
 def topology(name: str, ranks_per_host: int | None = None) -> Topology:
     """A preset by name (`here`, `summit`, `dgx-a100`), with ranks_per_host overriding the preset's."""
     if name == "here":
         return here(ranks_per_host)
     if name not in PRESETS:
-        raise ValueError(f"unknown topology {name!r}; choose one of: here, {', '.join(PRESETS)}")
+        raise UnknownTopology(f"unknown topology {name!r}; choose one of: here, {', '.join(PRESETS)}")
     preset = PRESETS[name]
     if ranks_per_host is None:
         return preset

@@ -110,3 +110,10 @@ def test_sim_prints_a_row_per_point_and_writes_json(tmp_path, capsys) -> None:
 def test_bad_arguments_name_what_was_wrong(argv, message: str, capsys) -> None:
     assert main(["sim", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_bad_setting_is_named_and_not_blamed_on_an_argument(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("MESHCOMM_SINGLE_COPY_BYTES", "lots")
+    assert main(["sim", "-n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "MESHCOMM_SINGLE_COPY_BYTES must be an integer, got 'lots'" in err and "argument --topology" not in err
