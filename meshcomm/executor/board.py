@@ -1,19 +1,22 @@
 """The `direct` algorithms run on a group's board (meshcomm/transport/board.py).
 
-Every rank publishes what its peers need from it (its whole input, or
-nothing when nobody reads it), waits until every rank has published the
-same call, checks that they all called the same collective, and computes
-its output from the published bytes exactly as the `direct` schedule does:
-contributions combined in rank order, so every rank's result is
-bit-identical and equal to the schedule's. One synchronisation per call,
-whatever the group's size.
+Every rank publishes what its peers need from it (its input, less the
+block of an all_to_all or reduce_scatter that only it reads and takes
+from its input itself; or nothing when nobody reads it), waits until every
+rank has published the same call, checks that they all called the same
+collective, and computes its output from the published bytes exactly as
+the `direct` schedule does: contributions combined in rank order, so every
+rank's result is bit-identical and equal to the schedule's. One
+synchronisation per call, whatever the group's size.
 
 A contribution larger than a slot goes by reference (transport/board.py)
 when the host's ranks can read each other's memory: readers copy straight
 from the poster's buffer, and the poster waits for them to finish before it
 returns, a second synchronisation that costs less than the copy it saves.
-A rank whose output overlaps what it published (an in-place all_reduce)
-computes into a scratch array and copies it over once its readers are done.
+A rank whose output overlaps what it reads in place (what it posted by
+reference, as an in-place all_reduce does; its own block of a
+reduce_scatter) computes into a scratch array and copies it over once its
+readers are done.
 
 The two-shot all-reduce (algorithms/direct.py) goes by reference at every
 size: each rank posts its input and its output, reads its block of every
@@ -57,16 +60,35 @@ _PIECE_BYTES = 256 << 10
 # (always by reference).
 ALGORITHMS = frozenset({"direct", "two_shot"})
 _NOTHING = memoryview(b"")
+# The collectives whose computation copies this rank's own block (own_block) before anything else
+# (_all_to_all), so an output over it cannot overwrite it before it is read.
+_OWN_BLOCK_FIRST = frozenset({"all_to_all"})
 
 
 def published_count(problem: Problem, rank: int) -> int:
-    """Elements `rank` puts on the board: what at least one peer reads from it."""
+    """Elements `rank` puts in a slot: what at least one peer reads from it."""
     c = problem.collective
     if c == "broadcast":
         return problem.count if rank == problem.root else 0
     if c == "barrier":
         return 0
-    return problem.input_count(rank)
+    own = own_block(problem, rank)
+    return problem.input_count(rank) - (own[1] - own[0] if own is not None else 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def own_block(problem: Problem, rank: int) -> tuple[int, int] | None:
+    """The elements [lo, hi) of `rank`'s input that only `rank` reads (its block of an all_to_all or
+    reduce_scatter): a post in a slot leaves them out, and `rank` reads them from its input. None for the other
+    collectives, whose posts are read whole (or not at all)."""
+    c = problem.collective
+    if c == "all_to_all":
+        lo = sum(problem.matrix(rank, j) for j in range(rank))
+        return lo, lo + problem.matrix(rank, rank)
+    if c == "reduce_scatter":
+        lo, hi = problem.offsets()[rank : rank + 2]
+        return lo, hi
+    return None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -114,18 +136,22 @@ class Plan(NamedTuple):
 
     problem: Problem
     me: int
-    count: int  # elements it publishes
+    count: int  # elements it publishes in a slot
     read: tuple[int, ...]  # members whose slots it reads
     readers: tuple[int, ...]  # members that read its slot
     compute: Callable  # compute(posts, out, combine): its output from the members' posts (a _Posts)
     algorithm: str  # "direct", or "two_shot": the members write into each other's outputs
+    own_blocks: tuple | None  # each member's own_block, or None when the collective has none
 
 
 def plan(problem: Problem, me: int, algorithm: str = "direct") -> Plan:
     """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits)."""
     compute = _two_shot(problem, me) if algorithm == "two_shot" else _COMPUTE[problem.collective](problem, me)
+    own_blocks = None
+    if algorithm == "direct" and own_block(problem, me) is not None:
+        own_blocks = tuple(own_block(problem, m) for m in range(problem.nranks))
     return Plan(problem, me, published_count(problem, me), read_from(problem, me), readers_of(problem, me), compute,
-                algorithm)
+                algorithm, own_blocks)
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
@@ -140,16 +166,22 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     deadline = time.monotonic() + timeout
     published = None
     output = buffers.get("output")  # a barrier has none, and computes nothing
-    if count:
+    own = plan.own_blocks[me] if plan.own_blocks is not None else None
+    left_out = None
+    if own is not None:  # all of its input, its own block left out of a slot (see own_block)
+        published = buffers["input"]
+        payload = byte_view(published)
+        left_out = (own[0] * published.itemsize, own[1] * published.itemsize)
+    elif count:
         source = buffers["input"]
         published = source if count == source.size else source[:count]
         payload = byte_view(published)
     else:
         payload = _NOTHING
-    by_reference = writes or payload.nbytes > board.slot_bytes
+    by_reference = writes or (count > 0 and count * published.itemsize > board.slot_bytes)
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
-                   byte_view(output) if writes else None)
+                   byte_view(output) if writes else None, None if by_reference else left_out)
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:
@@ -157,18 +189,21 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         waited_on = by_reference and bool(plan.readers)
         in_place = False
         if output is not None and plan.compute is not _nothing:
-            # What this rank published is read in place (by its peers, by itself): an output over it is
-            # computed aside and copied over once they are done. A two-shot rank writes only the block
-            # nobody else reads, a piece at a time after reading it (_two_shot).
-            in_place = by_reference and not writes and np.may_share_memory(output, published)
+            # What this rank reads of its own in place (what it posted by reference, its own block) must not
+            # be overwritten first: an output over it is computed aside and copied over once its readers are
+            # done. An all_to_all copies its own block before the others, so in a slot it need not. A
+            # two-shot rank writes only the block nobody else reads, a piece at a time after reading it.
+            mine = published if by_reference or own is not None else None
+            read_in_place = by_reference or (own is not None and plan.problem.collective not in _OWN_BLOCK_FIRST)
+            in_place = not writes and read_in_place and np.may_share_memory(output, mine)
             target = reusable(output.dtype, output.size, "board output") if in_place else output
-            posts = _Posts(board, seq, output.dtype, me, published if by_reference else None,
+            some_by_reference = goes_by_reference(plan.problem, output.itemsize)
+            posts = _Posts(board, seq, output.dtype, me, mine, plan.own_blocks, some_by_reference,
                            lambda member, exc: _poster_lost(member, exc, deadline, between))
             plan.compute(posts, target, combine)
             # A two-shot call says it finished (its peers wait for its writes); a direct one only when it has a
             # post too large for a slot, so posts by reference to say it finished reading.
-            if writes or (goes_by_reference(plan.problem, output.itemsize)
-                          and any(board.by_reference(m, seq) for m in read)):
+            if writes or (some_by_reference and any(board.by_reference(m, seq) for m in read)):
                 board.finish(me, seq)
         if waited_on:
             reading = payload.nbytes / _READ_RATE if spare_core else 0.0
@@ -198,17 +233,31 @@ def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:
 
 class _Posts:
     """The members' posts of one call, read the cheapest way: from a slot, from this rank's own buffer when it
-    posted by reference (`own`), or straight from the memory of a member that did; and their outputs, written
-    straight into their memory (`lost(member, error)` raises when reading or writing fails)."""
+    posted by reference or keeps its own block out of its slot (`own`), or straight from the memory of a member
+    that posted by reference; and their outputs, written straight into their memory (`lost(member, error)`
+    raises when reading or writing fails). Elements are numbered as in the poster's input; `own_blocks`
+    (Plan's) says which block each member's slot leaves out, `mixed` whether some member may have posted by
+    reference instead."""
 
-    __slots__ = ("board", "seq", "dtype", "me", "own", "lost")
+    __slots__ = ("board", "seq", "dtype", "me", "own", "own_blocks", "mixed", "lost")
 
-    def __init__(self, board, seq: int, dtype: np.dtype, me: int, own: np.ndarray | None, lost) -> None:
+    def __init__(self, board, seq: int, dtype: np.dtype, me: int, own: np.ndarray | None, own_blocks, mixed: bool,
+                 lost) -> None:
         self.board, self.seq, self.dtype, self.me, self.own, self.lost = board, seq, dtype, me, own, lost
+        self.own_blocks, self.mixed = own_blocks, mixed
+
+    def _in_slot(self, member: int, start: int) -> int:
+        """Where the member's element `start` is in its post: past its own block, one block earlier in a slot."""
+        if self.own_blocks is None:
+            return start
+        lo, hi = self.own_blocks[member]
+        if start < hi or (self.mixed and self.board.by_reference(member, self.seq)):
+            return start
+        return start - (hi - lo)
 
     def _read(self, member: int, start: int, out: np.ndarray) -> None:
         try:
-            self.board.read_into(member, self.seq, start * self.dtype.itemsize, byte_view(out))
+            self.board.read_into(member, self.seq, self._in_slot(member, start) * self.dtype.itemsize, byte_view(out))
         except OSError as exc:
             self.lost(member, exc)
 
@@ -234,7 +283,8 @@ class _Posts:
             part = reusable(self.dtype, hi - lo, "board part")
             self._read(member, lo, part)
             return part
-        return self.board.array(member, self.seq, self.dtype)[lo:hi]
+        start = self._in_slot(member, lo)
+        return self.board.array(member, self.seq, self.dtype)[start : start + hi - lo]
 
 
 def _mismatch(group_name: str, seq: int, fingerprint: bytes, member: int, theirs: bytes,
@@ -327,6 +377,9 @@ def _all_to_all(problem: Problem, me: int) -> Callable:
         count = problem.matrix(member, me)
         pieces.append((member, start, count, at))
         at += count
+    # Its own block first: it is read from its input, which the output may overlap (in place), and the
+    # others are read from slots or copies of them (run computes aside when they are read in place).
+    pieces.sort(key=lambda piece: piece[0] != me)
 
     def compute(posts, out, combine) -> None:
         for member, start, count, at in pieces:

@@ -2,11 +2,11 @@
 
 On a group whose members all share this host, a small collective is done in
 one synchronisation instead of one message per schedule step: every member
-writes its whole contribution into one of its slots and raises the slot's
-sequence number; once every member's slot shows the call's number, each
-reads what it needs straight from the others' slots. Python pays for one
-post and one wait, not for the framing, matching and wake-ups of
-log2(n) or n - 1 messages.
+writes its contribution (what the others read of it) into one of its slots
+and raises the slot's sequence number; once every member's slot shows the
+call's number, each reads what it needs straight from the others' slots.
+Python pays for one post and one wait, not for the framing, matching and
+wake-ups of log2(n) or n - 1 messages.
 
 Layout: a control page with a cache line per member (its `bell`, the futex
 word it sleeps on, its `sleeping` flag, `latest`, the sequence number + 1
@@ -143,12 +143,15 @@ class Board:
     # ----- one call
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
-             between, by_reference: bool = False, output: memoryview | None = None) -> None:
+             between, by_reference: bool = False, output: memoryview | None = None,
+             left_out: tuple[int, int] | None = None) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
         caller keeps it unchanged until its readers have finished (wait_finished). `output` (by reference
         only): where the members may write this member's results (write_into), also until they finish.
+        `left_out` (in a slot only): bytes [start, stop) of `payload` that nobody reads, which the slot
+        skips, holding the bytes after them straight after the bytes before them.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -168,19 +171,29 @@ class Board:
         slot = self._current = posts % self.slots
         self._posts = posts + 1
         reference = self._references[me][slot]
+        nbytes = payload.nbytes
         if by_reference:
             reference[1] = cma.address_of(payload)
             reference[0] = os.getpid()
+        elif left_out is not None:
+            reference[0] = 0
+            start, stop = left_out
+            nbytes -= stop - start
+            data = self._data[me][slot]
+            if start:
+                data[:start] = payload[:start]
+            if stop < payload.nbytes:
+                data[start:nbytes] = payload[stop:]
         else:
             reference[0] = 0
-            if payload.nbytes:
-                self._data[me][slot][: payload.nbytes] = payload
+            if nbytes:
+                self._data[me][slot][:nbytes] = payload
         if output is not None:
             reference[2] = cma.address_of(output)
         reference[3] = output is not None
         self._fingerprints[me][slot][:] = fingerprint
         head = self._heads[me][slot]
-        head[1] = payload.nbytes
+        head[1] = nbytes
         head[0] = seq + 1  # after the data: x86-64 keeps stores in order, so the data is there once this is
         self._latest[me][0] = seq + 1
         self._wake_others(me)

@@ -1,7 +1,7 @@
 """What a `direct` or `two_shot` call costs when it runs on the group's shared-memory board.
 
 There are no messages to replay: every rank publishes its contribution
-once, waits for the others' (one synchronisation, `board`, the call's fixed
+(what its peers read of it) once, waits for the others' (one synchronisation, `board`, the call's fixed
 work included), then copies and reduces what it reads. The time is the
 busiest rank's: board + (published + read) bytes x copy + reduced bytes x
 γ. When the host runs more ranks than cores, every rank must be scheduled

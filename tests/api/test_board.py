@@ -80,12 +80,15 @@ def every_collective_direct(counts: tuple, group=None) -> list[str]:
         dist.all_gather(gathered, values(rank, per + rank), group=group, algorithm="direct")
         if not all(np.array_equal(gathered[q], values(q, per + q)) for q in range(n)):
             wrong.append(f"all_gather {count}")
-        out = np.zeros(per + rank, np.int64)
-        dist.reduce_scatter(out, [values(rank, per + q, salt=q) for q in range(n)], group=group, algorithm="direct")
-        if not np.array_equal(out, sum(values(q, per + rank, salt=rank) for q in range(n))):
+        # The peers' blocks of a reduce_scatter's or all_to_all's input are what a rank posts (not its own):
+        # `count` elements of them in all.
+        block = count // max(1, n - 1) + 1
+        out = np.zeros(block + rank, np.int64)
+        dist.reduce_scatter(out, [values(rank, block + q, salt=q) for q in range(n)], group=group, algorithm="direct")
+        if not np.array_equal(out, sum(values(q, block + rank, salt=rank) for q in range(n))):
             wrong.append(f"reduce_scatter {count}")
-        send = [(rank + j) % 3 + per for j in range(n)]  # rank q sends (q + j) % 3 + per elements to rank j
-        recv = [(q + rank) % 3 + per for q in range(n)]
+        send = [(rank + j) % 3 + block for j in range(n)]  # rank q sends (q + j) % 3 + block elements to rank j
+        recv = [(q + rank) % 3 + block for q in range(n)]
         source = np.concatenate([np.full(send[j], 100 * rank + j, np.int64) for j in range(n)])
         target = np.zeros(sum(recv), np.int64)
         dist.all_to_all_single(target, source, output_split_sizes=recv, input_split_sizes=send, group=group,
@@ -105,6 +108,25 @@ def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_refe
     if cluster.size > 1:  # 7 collectives, reduce and broadcast from every root, and the barrier
         calls = 6 + 2 * cluster.size + 1
         assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [calls] * cluster.size
+
+
+def all_to_all_some_posts_by_reference() -> bool:
+    """Rank 0 sends each peer more than a slot holds, the others a few elements: readers find rank 0's post in
+    its memory and the others' in their slots, which leave their own blocks out."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+
+    def sent(q: int, j: int) -> int:  # elements rank q sends rank j
+        return LARGE_COUNT if q == 0 and j != 0 else 3 + q + 2 * j
+
+    source = np.concatenate([values(rank, sent(rank, j), salt=j) for j in range(n)])
+    target = np.zeros(sum(sent(q, rank) for q in range(n)), np.int64)
+    dist.all_to_all_single(target, source, output_split_sizes=[sent(q, rank) for q in range(n)],
+                           input_split_sizes=[sent(rank, j) for j in range(n)], algorithm="direct")
+    return np.array_equal(target, np.concatenate([values(q, sent(q, rank), salt=rank) for q in range(n)]))
+
+
+def test_an_all_to_all_reads_posts_in_slots_and_by_reference_alike(cluster) -> None:
+    assert cluster.run(all_to_all_some_posts_by_reference, timeout=120) == [True] * cluster.size
 
 
 def two_shot_all_reduces(counts: tuple) -> list[str]:
@@ -212,6 +234,15 @@ def in_place_and_inputs_kept(count: int) -> list[str]:
     dist.all_to_all_single(exchanged, exchanged, algorithm="direct")
     if not np.array_equal(exchanged, np.concatenate([values(q, count, salt=rank) for q in range(n)])):
         wrong.append("in-place all_to_all")
+    # Uneven and in place: rank q sends 3 blocks to rank q + 1 and 1 to the others, so on 3 ranks or more
+    # rank 1's block from rank 0 lands on its own block of the input before it has copied that.
+    sent = [count * (3 if j == (rank + 1) % n else 1) for j in range(n)]
+    received = [count * (3 if rank == (q + 1) % n else 1) for q in range(n)]
+    exchanged = np.concatenate([values(rank, sent[j], salt=j) for j in range(n)])
+    dist.all_to_all_single(exchanged, exchanged, output_split_sizes=received, input_split_sizes=sent,
+                           algorithm="direct")
+    if not np.array_equal(exchanged, np.concatenate([values(q, received[q], salt=rank) for q in range(n)])):
+        wrong.append("uneven in-place all_to_all")
     return wrong
 
 

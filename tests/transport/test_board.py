@@ -218,6 +218,16 @@ def test_a_reader_that_leaves_before_finishing_fails_the_poster_s_wait(boards) -
         boards[0].wait_finished(0, 3, (1, 2), spin=0.0, deadline=float("inf"), between=between)
 
 
+@pytest.mark.parametrize("left_out, kept", [((3, 7), b"abcHIJ"), ((0, 4), b"efgHIJ"), ((7, 10), b"abcdefg"),
+                                             ((4, 4), b"abcdefgHIJ")])
+def test_a_slot_post_may_leave_out_bytes_nobody_reads(boards, left_out, kept) -> None:
+    data = memoryview(b"abcdefgHIJ")
+    boards[1].post(1, 2, PRINT, data, spin=0.0, deadline=float("inf"), between=lambda missing: pytest.fail("waited"),
+                   left_out=left_out)
+    assert bytes(boards[0].data(1, 2)) == kept
+    assert bytes(data) == b"abcdefgHIJ"
+
+
 def test_members_write_into_an_output_posted_with_the_call(boards) -> None:
     # The three members live in this process, so writing the poster's memory writes our own (cma.py).
     data = np.zeros(600, np.uint8)

@@ -26,9 +26,14 @@ def test_the_busiest_rank_sets_the_byte_work() -> None:
     assert predict(Problem("all_reduce", n, (m,)), "direct", 4, REDUCE_ONLY, cores=n) == (n - 1) * m * 4
     # broadcast: the root publishes m, every other rank reads m; nobody does both.
     assert predict(Problem("broadcast", n, (m,), root=2), "direct", 4, COPY_ONLY, cores=n) == m * 4
-    # reduce_scatter: each rank publishes its whole input and reduces its own block.
+    # reduce_scatter: each rank publishes its peers' blocks of its input, copies its own block (from its
+    # input) and reduces the peers' into it.
     counts = (10, 20, 30, 40)
     assert predict(Problem("reduce_scatter", n, counts), "direct", 1, REDUCE_ONLY, cores=n) == (n - 1) * 40
+    assert predict(Problem("reduce_scatter", n, counts), "direct", 1, COPY_ONLY, cores=n) == (100 - 10) + 10
+    # all_to_all: each rank publishes what it sends its peers and copies in all it receives, its own block too.
+    swap = Problem("all_to_all", 2, (1, 5, 7, 2))  # rank 0 keeps 1, sends 5; rank 1 sends 7, keeps 2
+    assert predict(swap, "direct", 1, COPY_ONLY, cores=2) == max(5 + (1 + 7), 7 + (5 + 2))
 
 
 def test_ranks_outnumbering_cores_wake_a_rank_per_synchronisation_and_stretch_the_byte_work() -> None:
@@ -81,7 +86,7 @@ def test_by_reference_the_model_picks_direct_for_mid_sized_calls_on_two_ranks() 
     from meshcomm.tuner.choose import Chooser, canonical_problem
 
     for collective in ("all_gather", "all_to_all", "broadcast", "reduce_scatter"):
-        problem = canonical_problem(collective, 2, 1 << 20, 4)
+        problem = canonical_problem(collective, 2, 1 << 21, 4)  # posts too large for a slot
         assert Chooser(DEFAULTS, 2, cores=2, single_copy=True).choose(problem, 4).name == "direct"
         assert Chooser(DEFAULTS, 2, cores=2).choose(problem, 4).name != "direct"
 
