@@ -142,16 +142,18 @@ class Plan(NamedTuple):
     compute: Callable  # compute(posts, out, combine): its output from the members' posts (a _Posts)
     algorithm: str  # "direct", or "two_shot": the members write into each other's outputs
     own_blocks: tuple | None  # each member's own_block, or None when the collective has none
+    some_by_reference: bool  # some member's post is too large for a slot (goes_by_reference)
 
 
-def plan(problem: Problem, me: int, algorithm: str = "direct") -> Plan:
-    """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits)."""
+def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct") -> Plan:
+    """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits) on elements of `itemsize`
+    bytes."""
     compute = _two_shot(problem, me) if algorithm == "two_shot" else _COMPUTE[problem.collective](problem, me)
     own_blocks = None
     if algorithm == "direct" and own_block(problem, me) is not None:
         own_blocks = tuple(own_block(problem, m) for m in range(problem.nranks))
     return Plan(problem, me, published_count(problem, me), read_from(problem, me), readers_of(problem, me), compute,
-                algorithm, own_blocks)
+                algorithm, own_blocks, goes_by_reference(problem, itemsize))
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
@@ -197,13 +199,12 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
             read_in_place = by_reference or (own is not None and plan.problem.collective not in _OWN_BLOCK_FIRST)
             in_place = not writes and read_in_place and np.may_share_memory(output, mine)
             target = reusable(output.dtype, output.size, "board output") if in_place else output
-            some_by_reference = goes_by_reference(plan.problem, output.itemsize)
-            posts = _Posts(board, seq, output.dtype, me, mine, plan.own_blocks, some_by_reference,
+            posts = _Posts(board, seq, output.dtype, me, mine, plan.own_blocks,
                            lambda member, exc: _poster_lost(member, exc, deadline, between))
             plan.compute(posts, target, combine)
             # A two-shot call says it finished (its peers wait for its writes); a direct one only when it has a
             # post too large for a slot, so posts by reference to say it finished reading.
-            if writes or (some_by_reference and any(board.by_reference(m, seq) for m in read)):
+            if writes or (plan.some_by_reference and any(board.by_reference(m, seq) for m in read)):
                 board.finish(me, seq)
         if waited_on:
             reading = payload.nbytes / _READ_RATE if spare_core else 0.0
@@ -236,28 +237,25 @@ class _Posts:
     posted by reference or keeps its own block out of its slot (`own`), or straight from the memory of a member
     that posted by reference; and their outputs, written straight into their memory (`lost(member, error)`
     raises when reading or writing fails). Elements are numbered as in the poster's input; `own_blocks`
-    (Plan's) says which block each member's slot leaves out, `mixed` whether some member may have posted by
-    reference instead."""
+    (Plan's) says which block each member's slot leaves out."""
 
-    __slots__ = ("board", "seq", "dtype", "me", "own", "own_blocks", "mixed", "lost")
+    __slots__ = ("board", "seq", "dtype", "me", "own", "own_blocks", "lost")
 
-    def __init__(self, board, seq: int, dtype: np.dtype, me: int, own: np.ndarray | None, own_blocks, mixed: bool,
-                 lost) -> None:
+    def __init__(self, board, seq: int, dtype: np.dtype, me: int, own: np.ndarray | None, own_blocks, lost) -> None:
         self.board, self.seq, self.dtype, self.me, self.own, self.lost = board, seq, dtype, me, own, lost
-        self.own_blocks, self.mixed = own_blocks, mixed
+        self.own_blocks = own_blocks
 
     def _in_slot(self, member: int, start: int) -> int:
-        """Where the member's element `start` is in its post: past its own block, one block earlier in a slot."""
+        """Where the member's element `start` is in its slot, which leaves out its own block (own_block)."""
         if self.own_blocks is None:
             return start
         lo, hi = self.own_blocks[member]
-        if start < hi or (self.mixed and self.board.by_reference(member, self.seq)):
-            return start
-        return start - (hi - lo)
+        return start if start < hi else start - (hi - lo)
 
     def _read(self, member: int, start: int, out: np.ndarray) -> None:
+        """out = the member's elements [start, start + out.size), from its memory (it posted by reference)."""
         try:
-            self.board.read_into(member, self.seq, self._in_slot(member, start) * self.dtype.itemsize, byte_view(out))
+            self.board.read_into(member, self.seq, start * self.dtype.itemsize, byte_view(out))
         except OSError as exc:
             self.lost(member, exc)
 
@@ -272,19 +270,25 @@ class _Posts:
         """out = the member's published elements [start, start + out.size)."""
         if member == self.me and self.own is not None:
             np.copyto(out, self.own[start : start + out.size])
+            return
+        posted = self.board.array(member, self.seq, self.dtype)
+        if posted is None:
+            self._read(member, start, out)
         else:
-            self._read(member, start, out)  # from the slot, or from the poster's memory
+            start = self._in_slot(member, start)
+            np.copyto(out, posted[start : start + out.size])
 
     def part(self, member: int, lo: int, hi: int) -> np.ndarray:
         """The member's published elements [lo, hi), valid until the next part() call."""
         if member == self.me and self.own is not None:
             return self.own[lo:hi]
-        if self.board.by_reference(member, self.seq):
+        posted = self.board.array(member, self.seq, self.dtype)
+        if posted is None:
             part = reusable(self.dtype, hi - lo, "board part")
             self._read(member, lo, part)
             return part
         start = self._in_slot(member, lo)
-        return self.board.array(member, self.seq, self.dtype)[start : start + hi - lo]
+        return posted[start : start + hi - lo]
 
 
 def _mismatch(group_name: str, seq: int, fingerprint: bytes, member: int, theirs: bytes,

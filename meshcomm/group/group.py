@@ -133,7 +133,7 @@ class Group:
         """How this rank runs every call of `key` (problem, dtype, op, itemsize, algorithm): all of it is decided
         alike for each such call, so it is kept for the next one. Not under MESHCOMM_DEBUG, where every call is
         to print its choice."""
-        problem, dtype_name, op_name, _, algorithm = key
+        problem, dtype_name, op_name, itemsize, algorithm = key
         if self.hosts:
             problem = dataclasses.replace(problem, hosts=self.hosts)
         if algorithm is None:
@@ -143,7 +143,8 @@ class Group:
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         description = f"{problem.collective} on group {self.group_name!r}"
         if algorithm in board_executor.ALGORITHMS and self._fits_board(problem, buffers, algorithm):
-            plan = _Plan(fingerprint, algorithm, description, board_executor.plan(problem, self.rank, algorithm), None)
+            on_board = board_executor.plan(problem, self.rank, itemsize, algorithm)
+            plan = _Plan(fingerprint, algorithm, description, on_board, None)
         else:
             plan = _Plan(fingerprint, algorithm, description, None, _schedule(problem, self.rank, algorithm))
         if not self._debug:

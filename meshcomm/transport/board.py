@@ -165,8 +165,10 @@ class Board:
         if posts >= self.slots:
             oldest = recent[0]  # the call after the one whose slot this post takes
             latest = self._latest
-            if not all(words[0] > oldest for words in latest):
-                self._wait(me, lambda member: latest[member][0] > oldest, spin, deadline, between)
+            for words in latest:  # a loop, not all(...): this runs on every post, and a generator costs more
+                if words[0] <= oldest:
+                    self._wait(me, lambda member: latest[member][0] > oldest, spin, deadline, between)
+                    break
         recent.append(seq)
         slot = self._current = posts % self.slots
         self._posts = posts + 1
@@ -268,9 +270,12 @@ class Board:
             self._wait(me, lambda member: finished[member][0] > seq, spin, deadline, between, members,
                        "finished reading this member's post")
 
-    def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray:
-        """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide)."""
+    def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray | None:
+        """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide);
+        None when the member posted by reference."""
         slot = self._found(member, seq)
+        if self._references[member][slot][0]:
+            return None
         key = (member, slot, self._heads[member][slot][1], dtype)
         array = self._arrays.get(key)
         if array is None:
@@ -296,9 +301,11 @@ class Board:
         job aborted). Past `deadline` a TimeoutError names the members that
         have not posted.
         """
-        # Usually all there: one look each, and no waiting set up.
-        if not all(self.posted(member, seq) for member in members):
-            self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
+        # Usually all there: one look each, and no waiting set up (nor a generator made).
+        for member in members:
+            if not self.posted(member, seq):
+                self._wait(me, lambda member: self.posted(member, seq), spin, deadline, between, members)
+                return
 
     def _wait(self, me: int, ready, spin: float, deadline: float, between, members=None, what: str = "posted") -> None:
         candidates = range(self.nmembers) if members is None else members
