@@ -1,12 +1,12 @@
 """The `direct` algorithms run on a group's board (meshcomm/transport/board.py).
 
-Every rank publishes what its peers need from it (its input, less the
-block of an all_to_all or reduce_scatter that only it reads and takes
-from its input itself; or nothing when nobody reads it), waits until every
-rank has published the same call, checks that they all called the same
-collective, and computes its output from the published bytes exactly as
-the `direct` schedule does: contributions combined in rank order, so every
-rank's result is bit-identical and equal to the schedule's. One
+Every rank publishes what its peers need from it (its input, in a slot
+less the block of an all_to_all or reduce_scatter that only it reads and
+takes from its input itself; or nothing when nobody reads it), waits until
+every rank has published the same call, checks that they all called the
+same collective, and computes its output from the published bytes exactly
+as the `direct` schedule does: contributions combined in rank order, so
+every rank's result is bit-identical and equal to the schedule's. One
 synchronisation per call, whatever the group's size.
 
 A contribution larger than a slot goes by reference (transport/board.py)
@@ -142,6 +142,7 @@ class Plan(NamedTuple):
     compute: Callable  # compute(posts, out, combine): its output from the members' posts (a _Posts)
     algorithm: str  # "direct", or "two_shot": the members write into each other's outputs
     own_blocks: tuple | None  # each member's own_block, or None when the collective has none
+    by_reference: bool  # it posts by reference: a two-shot call, or a post too large for a slot
     some_by_reference: bool  # some member's post is too large for a slot (goes_by_reference)
 
 
@@ -152,8 +153,10 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct") ->
     own_blocks = None
     if algorithm == "direct" and own_block(problem, me) is not None:
         own_blocks = tuple(own_block(problem, m) for m in range(problem.nranks))
-    return Plan(problem, me, published_count(problem, me), read_from(problem, me), readers_of(problem, me), compute,
-                algorithm, own_blocks, goes_by_reference(problem, itemsize))
+    count = published_count(problem, me)
+    by_reference = algorithm == "two_shot" or count * itemsize > SLOT_BYTES
+    return Plan(problem, me, count, read_from(problem, me), readers_of(problem, me), compute, algorithm, own_blocks,
+                by_reference, goes_by_reference(problem, itemsize))
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
@@ -180,7 +183,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         payload = byte_view(published)
     else:
         payload = _NOTHING
-    by_reference = writes or (count > 0 and count * published.itemsize > board.slot_bytes)
+    by_reference = plan.by_reference
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
                    byte_view(output) if writes else None, None if by_reference else left_out)
@@ -207,7 +210,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
             if writes or (plan.some_by_reference and any(board.by_reference(m, seq) for m in read)):
                 board.finish(me, seq)
         if waited_on:
-            reading = payload.nbytes / _READ_RATE if spare_core else 0.0
+            reading = count * published.itemsize / _READ_RATE if spare_core and count else 0.0
             board.wait_finished(me, seq, plan.readers, spin + reading, deadline, between)
         if in_place:
             np.copyto(output, target)
@@ -383,7 +386,8 @@ def _all_to_all(problem: Problem, me: int) -> Callable:
         pieces.append((member, start, count, at))
         at += count
     # Its own block first: it is read from its input, which the output may overlap (in place), and the
-    # others are read from slots or copies of them (run computes aside when they are read in place).
+    # others are read from slots or copies of them (run computes aside when they are read in place;
+    # _OWN_BLOCK_FIRST says that it need not in a slot).
     pieces.sort(key=lambda piece: piece[0] != me)
 
     def compute(posts, out, combine) -> None:

@@ -243,14 +243,12 @@ class Board:
         return self._references[member][self._found(member, seq)][0] != 0
 
     def read_into(self, member: int, seq: int, start: int, target: memoryview) -> None:
-        """Copy `target.nbytes` of the member's published bytes for call `seq`, from byte `start` on, into `target`."""
-        slot = self._found(member, seq)
-        reference = self._references[member][slot]
-        pid = reference[0]
-        if pid:
-            cma.read(pid, reference[1] + start, target)
-        else:
-            target[:] = self._data[member][slot][start : start + target.nbytes]
+        """Copy `target.nbytes` of the bytes the member posted by reference for call `seq`, from byte `start` on,
+        into `target` (a post in a slot is read through array(), or data())."""
+        reference = self._references[member][self._found(member, seq)]
+        if not reference[0]:
+            raise LookupError(f"member {member} posted call {seq} in its slot, not by reference")
+        cma.read(reference[0], reference[1] + start, target)
 
     def write_into(self, member: int, seq: int, start: int, source: memoryview) -> None:
         """Copy `source` into the output the member posted with call `seq`, from byte `start` on."""

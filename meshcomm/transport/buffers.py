@@ -10,5 +10,7 @@ def byte_view(array: np.ndarray) -> memoryview:
     try:
         # Through the buffer protocol: on every call's path, and a fraction of a view's cost (0.16 against 0.40 µs).
         return memoryview(array).cast("B")
-    except (TypeError, ValueError):  # a dtype the buffer protocol cannot describe (ml_dtypes' bfloat16)
+    except (TypeError, ValueError):  # not contiguous, or a dtype the buffer protocol cannot describe (ml_dtypes')
+        if not array.flags.c_contiguous:
+            raise ValueError(f"byte_view needs a C-contiguous array, got strides {array.strides}") from None
         return memoryview(array.reshape(-1).view(np.uint8)) if array.size else memoryview(bytearray(0))

@@ -11,8 +11,9 @@ all_reduce takes 13 µs on 2 ranks and 180 µs on 4), and the byte work is
 stretched by ranks / cores.
 
 A call whose largest contribution does not fit a slot goes by reference
-(when the ranks can read each other's memory): nothing is copied in, each
-byte a rank reads from a peer costs what a byte of a message between ranks
+(when the ranks can read each other's memory), priced as if every member's
+did (one whose post fits still copies it into its slot): nothing is copied
+in, each byte a rank reads from a peer costs what a byte of a message between ranks
 of one host costs (same_host β: it is the same one copy out of the sender's
 memory), its own part is a local copy, and a second synchronisation (the
 readers telling the posters they are done) adds another `board`.
@@ -41,7 +42,8 @@ def runs_on_board(problem: Problem, algorithm: str, itemsize: int, hosts: Sequen
 
 
 def _read_and_reduced(problem: Problem, rank: int) -> tuple[int, int]:
-    """Elements rank copies out of the board's slots, and elements it reduces (straight from the slots)."""
+    """Elements rank copies into its output (out of the board's slots; its own block of an all_to_all or
+    reduce_scatter out of its input), and elements it reduces (straight from the slots)."""
     c, n = problem.collective, problem.nranks
     if c in ("all_reduce", "reduce"):
         if c == "reduce" and rank != problem.root:

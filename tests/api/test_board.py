@@ -110,23 +110,39 @@ def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_refe
         assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [calls] * cluster.size
 
 
-def all_to_all_some_posts_by_reference() -> bool:
-    """Rank 0 sends each peer more than a slot holds, the others a few elements: readers find rank 0's post in
-    its memory and the others' in their slots, which leave their own blocks out."""
+def own_blocks_left_out_of_slots() -> tuple[list[str], int]:
+    """Calls whose posts leave out blocks only their posters read: an all_to_all in which rank 0 sends each peer
+    more than a slot holds (readers find its post in its memory, the others' in their slots) and odd ranks send
+    themselves nothing, and a reduce_scatter whose rank 1 keeps no block. The names of wrong results, and the
+    board calls made."""
     rank, n = dist.get_rank(), dist.get_world_size()
+    before = board_posts()
+    wrong = []
 
     def sent(q: int, j: int) -> int:  # elements rank q sends rank j
-        return LARGE_COUNT if q == 0 and j != 0 else 3 + q + 2 * j
+        if q == 0 and j != 0:
+            return LARGE_COUNT
+        return 0 if q == j and q % 2 else 3 + q + 2 * j
 
     source = np.concatenate([values(rank, sent(rank, j), salt=j) for j in range(n)])
     target = np.zeros(sum(sent(q, rank) for q in range(n)), np.int64)
     dist.all_to_all_single(target, source, output_split_sizes=[sent(q, rank) for q in range(n)],
                            input_split_sizes=[sent(rank, j) for j in range(n)], algorithm="direct")
-    return np.array_equal(target, np.concatenate([values(q, sent(q, rank), salt=rank) for q in range(n)]))
+    if not np.array_equal(target, np.concatenate([values(q, sent(q, rank), salt=rank) for q in range(n)])):
+        wrong.append("all_to_all")
+    kept = [0 if q == 1 else 5 + 2 * q for q in range(n)]  # elements rank q keeps
+    out = np.zeros(kept[rank], np.int64)
+    dist.reduce_scatter(out, [values(rank, kept[q], salt=q) for q in range(n)], algorithm="direct")
+    if not np.array_equal(out, sum(values(q, kept[rank], salt=rank) for q in range(n))):
+        wrong.append("reduce_scatter")
+    return wrong, board_posts() - before
 
 
-def test_an_all_to_all_reads_posts_in_slots_and_by_reference_alike(cluster) -> None:
-    assert cluster.run(all_to_all_some_posts_by_reference, timeout=120) == [True] * cluster.size
+def test_posts_leave_out_what_only_their_poster_reads_in_slots_and_by_reference_alike(cluster) -> None:
+    results = cluster.run(own_blocks_left_out_of_slots, timeout=120)
+    assert [wrong for wrong, _ in results] == [[]] * cluster.size
+    # Both on the board, and the all_gather of the all_to_all's split sizes before it.
+    assert [calls for _, calls in results] == [3 if cluster.size > 1 else 0] * cluster.size
 
 
 def two_shot_all_reduces(counts: tuple) -> list[str]:

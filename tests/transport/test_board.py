@@ -195,9 +195,10 @@ def test_a_post_by_reference_is_read_from_the_poster_s_memory_and_may_exceed_a_s
     target = bytearray(300)
     reader.read_into(1, 5, 600, memoryview(target))
     assert bytes(target) == big[600:900].tobytes()
-    part = bytearray(3)
-    reader.read_into(0, 5, 1, memoryview(part))
-    assert bytes(part) == b"mal"
+    assert reader.array(1, 5, np.dtype(np.uint8)) is None  # readers learn where a post is from array()
+    assert bytes(reader.array(0, 5, np.dtype(np.uint8))) == b"small"
+    with pytest.raises(LookupError, match="member 0 posted call 5 in its slot"):
+        reader.read_into(0, 5, 1, memoryview(bytearray(3)))
 
 
 def test_a_poster_by_reference_waits_until_each_reader_has_finished(boards) -> None:

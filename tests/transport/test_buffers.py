@@ -19,3 +19,10 @@ def test_a_byte_view_is_the_array_s_bytes_flat_and_writes_through(dtype, shape) 
     if array.size:
         view[: array.itemsize] = bytes(array.itemsize)  # element 0 becomes all zero bits
         assert array.reshape(-1).view(np.uint8)[: array.itemsize].tolist() == [0] * array.itemsize
+
+
+@pytest.mark.parametrize("dtype", ["float32", "datetime64[s]"])
+def test_a_byte_view_of_an_array_that_is_not_contiguous_is_refused_not_copied(dtype) -> None:
+    strided = np.zeros((4, 6), dtype)[:, ::2]
+    with pytest.raises((TypeError, ValueError)):
+        byte_view(strided)
