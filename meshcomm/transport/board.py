@@ -177,19 +177,19 @@ class Board:
         if by_reference:
             reference[1] = cma.address_of(payload)
             reference[0] = os.getpid()
-        elif left_out is not None:
-            reference[0] = 0
-            start, stop = left_out
-            nbytes -= stop - start
-            data = self._data[me][slot]
-            if start:
-                data[:start] = payload[:start]
-            if stop < payload.nbytes:
-                data[start:nbytes] = payload[stop:]
         else:
             reference[0] = 0
-            if nbytes:
-                self._data[me][slot][:nbytes] = payload
+            data = self._data[me][slot]
+            if left_out is None:
+                if nbytes:
+                    data[:nbytes] = payload
+            else:
+                start, stop = left_out
+                nbytes -= stop - start
+                if start:
+                    data[:start] = payload[:start]
+                if stop < payload.nbytes:
+                    data[start:nbytes] = payload[stop:]
         if output is not None:
             reference[2] = cma.address_of(output)
         reference[3] = output is not None

@@ -1,22 +1,23 @@
 """What a `direct` or `two_shot` call costs when it runs on the group's shared-memory board.
 
 There are no messages to replay: every rank publishes its contribution
-(what its peers read of it) once, waits for the others' (one synchronisation, `board`, the call's fixed
-work included), then copies and reduces what it reads. The time is the
-busiest rank's: board + (published + read) bytes x copy + reduced bytes x
-γ. When the host runs more ranks than cores, every rank must be scheduled
-for each call: a synchronisation then costs at least what waking a rank
-does (crowded_alpha, as a message's fixed cost; measured here, a direct 8 KiB
-all_reduce takes 13 µs on 2 ranks and 180 µs on 4), and the byte work is
-stretched by ranks / cores.
+(what its peers read of it) once, waits for the others' (one
+synchronisation, `board`, the call's fixed work included), then copies and
+reduces what it reads. The time is the busiest rank's: board + (published +
+read) bytes x copy + reduced bytes x γ. When the host runs more ranks than
+cores, every rank must be scheduled for each call: a synchronisation then
+costs at least what waking a rank does (crowded_alpha, as a message's fixed
+cost; measured here, a direct 8 KiB all_reduce takes 13 µs on 2 ranks and
+180 µs on 4), and the byte work is stretched by ranks / cores.
 
 A call whose largest contribution does not fit a slot goes by reference
 (when the ranks can read each other's memory), priced as if every member's
 did (one whose post fits still copies it into its slot): nothing is copied
-in, each byte a rank reads from a peer costs what a byte of a message between ranks
-of one host costs (same_host β: it is the same one copy out of the sender's
-memory), its own part is a local copy, and a second synchronisation (the
-readers telling the posters they are done) adds another `board`.
+in, each byte a rank reads from a peer costs what a byte of a message
+between ranks of one host costs (same_host β: it is the same one copy out
+of the sender's memory), its own part is a local copy, and a second
+synchronisation (the readers telling the posters they are done) adds
+another `board`.
 
 A two-shot all-reduce always goes by reference: two synchronisations, and
 each rank reads its block (the largest of block_bounds') from n - 1 peers, reduces
