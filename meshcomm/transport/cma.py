@@ -59,7 +59,12 @@ def expected_between_siblings(ptrace_scope_path: str = "/proc/sys/kernel/yama/pt
 
 def address_of(view: memoryview) -> int:
     """The address of a contiguous buffer's first byte (read-only buffers too)."""
-    return np.frombuffer(view, dtype=np.uint8).ctypes.data if view.nbytes else 0
+    if not view.nbytes:
+        return 0
+    if not view.readonly:
+        # Every post and read by reference asks: ctypes answers for a writable buffer in 0.2 µs, numpy in 1.5.
+        return ctypes.addressof(ctypes.c_char.from_buffer(view))
+    return np.frombuffer(view, dtype=np.uint8).ctypes.data
 
 
 def read(pid: int, address: int, target: memoryview) -> None:

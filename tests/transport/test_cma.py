@@ -118,3 +118,18 @@ def test_without_the_calls_nobody_is_expected_to_reach_anybody(monkeypatch, tmp_
     scope.write_text("0\n")
     monkeypatch.setattr(cma, "_readv", None)
     assert not cma.expected_between_siblings(str(scope))
+
+
+def test_address_of_is_where_the_first_byte_is_for_writable_and_read_only_views() -> None:
+    import numpy as np
+
+    data = np.arange(4096, dtype=np.uint8)
+    frozen = data.copy()
+    frozen.flags.writeable = False
+    for array in (data, frozen):
+        view = memoryview(array)
+        assert cma.address_of(view) == array.ctypes.data
+        assert cma.address_of(view[100:200]) == array.ctypes.data + 100
+        assert cma.address_of(view[:0]) == 0
+    words = np.zeros(8, np.float64)
+    assert cma.address_of(memoryview(words).cast("B")[8:]) == words.ctypes.data + 8
