@@ -1,8 +1,9 @@
 """A tour of every primitive on each rank's data, before and after: `meshcomm run -n 4 examples/tour.py`.
 
-Each section prints, per rank, what the rank held before and after the call.
-Output lines from different ranks interleave; the barrier after each section
-keeps the sections apart.
+Each section shows, per rank, what the rank held before and after the call.
+Rank 0 gathers every rank's line (gather_object) and prints them in rank
+order: lines printed by the ranks themselves would reach the terminal in
+whatever order the launcher reads them.
 """
 
 import numpy as np
@@ -14,17 +15,32 @@ rank, size = dist.get_rank(), dist.get_world_size()
 
 
 def show(title: str, before, after) -> None:
-    dist.barrier()
+    lines = [None] * size if rank == 0 else None
+    dist.gather_object(f"rank {rank}: before {before}  after {after}", lines, dst=0)
     if rank == 0:
         print(f"\n== {title}")
-    dist.barrier()
-    print(f"rank {rank}: before {before}  after {after}")
-    dist.barrier()
+        print("\n".join(lines), flush=True)
 
 
 def row(values) -> str:
     return "[" + " ".join(f"{v:g}" for v in np.asarray(values).ravel()) + "]"
 
+
+right, left = (rank + 1) % size, (rank - 1) % size
+x = np.array([rank], dtype=np.int64)
+got = np.full(1, -1, dtype=np.int64)
+requests = [dist.isend(x, dst=right), dist.irecv(got, src=left)]
+for request in requests:
+    request.wait()
+show("isend / irecv around a ring: rank r sends to r + 1, receives from r - 1", row(x), row(got))
+
+got = np.full(1, -1, dtype=np.int64)
+before = row(got)
+if rank == 0:
+    dist.send(np.array([42], dtype=np.int64), dst=size - 1)  # to itself when it is alone: that works too
+if rank == size - 1:
+    dist.recv(got, src=0)
+show(f"send / recv: rank 0 sends 42 to rank {size - 1}", before, row(got))
 
 x = np.arange(4, dtype=np.float32) + 10 * rank
 before = row(x)
@@ -64,12 +80,22 @@ show("scatter from rank 0: rank r gets piece r", row(pieces) if pieces else "-",
 x = np.arange(size, dtype=np.int64) + 10 * rank
 out = np.zeros(size, dtype=np.int64)
 dist.all_to_all_single(out, x)
-show("all_to_all: a transpose - rank r gets column r of the matrix", row(x), row(out))
+show("all_to_all_single: a transpose - rank r gets column r of the matrix", row(x), row(out))
+
+sent = [np.array([10 * rank + j]) for j in range(size)]
+received = [np.zeros(1, dtype=np.int64) for _ in range(size)]
+dist.all_to_all(received, sent)
+show("all_to_all (lists): piece j goes to rank j", row(sent), row(received))
 
 x = np.array([rank + 1], dtype=np.int64)
 before = row(x)
 dist.scan(x)
 show("scan (inclusive prefix sum)", before, row(x))
+
+x = np.array([rank + 1], dtype=np.int64)
+before = row(x)
+dist.exscan(x)
+show("exscan (exclusive prefix sum; rank 0 keeps its value)", before, row(x))
 
 objs = [None] * size
 dist.all_gather_object(objs, {"rank": rank, "square": rank * rank})
