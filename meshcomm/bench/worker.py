@@ -18,6 +18,7 @@ and appends one JSON line per row to `json`.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -192,11 +193,20 @@ def run(lib: Library, spec: Spec, out: TextIO | None = None) -> list[report.Reco
     leader = lib.rank == 0
     itemsize = data.check_dtype(spec.dtype).itemsize
     records: list[report.Record] = []
+    heard = [leader]  # rank 0 prints, until its reader leaves
 
     def say(line: str) -> None:
-        if leader:
+        if not heard[0]:
+            return
+        try:
             out.write(line + "\n")
             out.flush()
+        except BrokenPipeError:
+            # `meshcomm bench ... | head`: the reader left. The other ranks time on with this one, so it goes on,
+            # silent (JSON lines still go to --json); its stdout points at /dev/null for the interpreter's exit.
+            heard[0] = False
+            if out is sys.stdout:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     version = lib.describe()
     say(f"# meshcomm bench: {lib.name} ({version}), {lib.size} ranks, {spec.dtype}, op {spec.op}")

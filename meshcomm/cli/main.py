@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -73,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = int(module.run(args))
         except UsageError as exc:
             parsers[args.command].error(str(exc))  # exits 2, printing the subcommand's usage
+        except BrokenPipeError:
+            # `meshcomm sim ... | head`: the reader left mid-table. Stop as a Unix tool killed by SIGPIPE would.
+            _silence_stdout()
+            return 128 + signal.SIGPIPE
         _flush_stdout()
         return code
     except SystemExit as exc:
@@ -85,8 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _flush_stdout() -> None:
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
-        # `meshcomm run ... | head`: the reader left. Point stdout at /dev/null so
-        # the interpreter's own flush at exit does not print a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError:  # `meshcomm run ... | head`: the reader left
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's own flush at exit does not print a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -141,3 +141,25 @@ def _has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
+def test_a_reader_that_leaves_stops_the_table_not_the_job(tmp_path) -> None:
+    """`meshcomm bench ... | head -1`: rank 0 finds nobody reading its table; the job still finishes its sweep."""
+    out = tmp_path / "rows.jsonl"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will read: the first row written fails with EPIPE
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", "--timeout", "60", "-n", "2",
+                                 "--colls", "all_reduce", "--sizes", "8,1K", "--iters", "5", "--json", str(out)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        os.close(write_end)
+    try:
+        _, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("meshcomm bench with its reader gone did not finish in 90 s")
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert [row["bytes"] for row in lines_of(out)] == [8, 1024]

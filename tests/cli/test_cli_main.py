@@ -124,3 +124,16 @@ def test_store_subcommand_serves_real_clients_until_interrupted() -> None:
 def test_store_argument_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_reader_that_leaves_ends_the_command_as_sigpipe_would_without_a_traceback() -> None:
+    """`meshcomm sim ... | head -1`: the table's reader is gone before the first row."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "meshcomm", "sim", "--coll", "broadcast", "-n", "2,4",
+                               "--sizes", "8,1K"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE
+    assert done.stderr == ""
