@@ -12,7 +12,11 @@ a few times a second:
   then fails this rank's pending operations with AbortedError;
 - it watches `dump_requests`, a counter a rank raises when it dumps its
   flight recorder after a failure, and dumps this rank's too, so that
-  `meshcomm doctor` also sees the ranks that were not in the failed collective.
+  `meshcomm doctor` also sees the ranks that were not in the failed collective;
+  it then sets `dumped/<request>/<rank>` for each request its dump answers.
+  A rank whose collective timed out waits a moment for those of the others
+  before it raises: a rank stuck outside any collective dumps only this way,
+  and the failing rank's exit may end the job (and rank 0's store) at once.
 
 A store that stops answering is given up after its first failure: the job's
 collectives do not need it, and no error report may wait on it.
@@ -22,14 +26,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 from meshcomm import config
-from meshcomm.errors import AbortedError
+from meshcomm.errors import AbortedError, CommTimeoutError
 from meshcomm.executor import fingerprint as fp
 from meshcomm.trace import flight_recorder as fr
 
 ABORT_KEY = "abort"
 DUMP_KEY = "dump_requests"
+DUMPED_KEY = "dumped"  # dumped/<request>/<rank>: the rank has dumped since request number <request>
+DUMP_WAIT_SECONDS = 2.0  # longest a timed-out rank waits for the others' dumps (their monitors look every 0.5 s)
 FIRST_FAILURE_KEY = "first_failure"  # "rank|kind|peer|message", set once, by the first rank to fail
 _POLL_SECONDS = 0.5  # the store is a fallback: notices on the data connections carry failures at once
 REPORT_WAIT_SECONDS = 2.0  # longest a timeout error waits for the store to say where the others are
@@ -93,16 +100,29 @@ class Monitor:
     def _watch_for_dump_requests(self) -> None:
         requests = self.store.add(DUMP_KEY, 0)
         if requests > self._dumps_seen:
-            self._dumps_seen = requests
             self.runtime.recorder.dump("another rank failed and asked every rank to dump")
+            self._answered(requests)
 
-    def request_dumps(self) -> None:
-        """Ask every rank's monitor to dump its flight recorder (best effort, bounded)."""
+    def _answered(self, requests: int) -> None:
+        """Say that this rank's latest dump answers every dump request up to number `requests`."""
+        for request in range(self._dumps_seen + 1, requests + 1):
+            self.store.set(f"{DUMPED_KEY}/{request}/{self.runtime.rank}", b"1")
+        self._dumps_seen = max(self._dumps_seen, requests)
+
+    def request_dumps(self, wait_for: Sequence[int] = ()) -> None:
+        """Ask every rank's monitor to dump its flight recorder, and wait until the ranks `wait_for` have (best
+        effort, bounded by DUMP_WAIT_SECONDS: a dead rank never does)."""
 
         def ask() -> None:
-            self._dumps_seen = self.store.add(DUMP_KEY, 1)
+            request = self.store.add(DUMP_KEY, 1)
+            self._answered(request)  # this rank has just dumped
+            if wait_for:
+                try:
+                    self.store.wait([f"{DUMPED_KEY}/{request}/{rank}" for rank in wait_for], DUMP_WAIT_SECONDS)
+                except CommTimeoutError:
+                    pass  # some did not answer in time (gone, or stuck where their monitor cannot run)
 
-        self._bounded(ask)
+        self._bounded(ask, DUMP_WAIT_SECONDS + 2.0)
 
     def announce_abort(self, message: str) -> None:
         """Tell the other ranks (best effort, bounded: a dead store must not block abort)."""

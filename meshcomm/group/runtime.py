@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Sequence
 
 from meshcomm import config
 from meshcomm.algorithms import ALGORITHMS
@@ -145,7 +146,7 @@ class Runtime:
             self.monitor.first_failure("timeout", None, str(error))
             # The group cannot finish this collective now: tell the others rather than let them wait or see us leave.
             self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_TIMEOUT, f"{error}; {arrivals}")
-            return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}')}")
+            return CommTimeoutError(f"{error}; {arrivals}; {self._dump(f'timeout at {where}', wait_for=others)}")
         if isinstance(error, CollectiveMismatchError):
             text = str(error).replace("this rank called", f"rank {self.rank} called")
             self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_MISMATCH, text)
@@ -169,13 +170,14 @@ class Runtime:
                                      f"{dumped}", error.peer)
         return PeerLostError(f"{error} at {where}; {dumped}", error.peer)
 
-    def _dump(self, reason: str) -> str:
-        """Dump this rank's flight recorder and ask the other ranks to dump theirs."""
+    def _dump(self, reason: str, wait_for: Sequence[int] = ()) -> str:
+        """Dump this rank's flight recorder and ask the other ranks to dump theirs (waiting, briefly, for the ranks
+        `wait_for`)."""
         try:
             path = self.recorder.dump(reason)
         except OSError as exc:
             return f"flight recorder could not be dumped: {exc}"
-        self.monitor.request_dumps()
+        self.monitor.request_dumps(wait_for)
         return f"flight recorder dumped to {path} (`meshcomm doctor {os.path.dirname(path)}` compares the ranks)"
 
     def abort(self, reason: str = "") -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 
 import meshcomm as dist
 from meshcomm.group.health import summarize_progress
+from meshcomm.trace import doctor
 
 
 def test_sigusr1_dumps_the_flight_recorder(tmp_path, monkeypatch) -> None:
@@ -36,3 +39,31 @@ def test_progress_reports_name_who_had_not_arrived() -> None:
     assert "rank 2: last at seq 6, done broadcast" in text and "rank 3: reported nothing" in text
     assert text.endswith("ranks [1] had")
     assert summarize_progress((0, 1), 0, 7, {1: "7 started x"}) == "every other rank of the group reached seq 7"
+
+
+STALL = """
+import time
+import numpy as np
+import meshcomm as dist
+dist.init_process_group()
+x = np.ones(4, np.float32)
+dist.all_reduce(x)
+if dist.get_rank() == 2:
+    time.sleep(30)  # stuck outside any collective: only its monitor can dump it
+dist.all_reduce(x)
+dist.destroy_process_group()
+"""
+
+
+def test_a_rank_stuck_outside_collectives_dumps_before_a_timeout_ends_the_job(tmp_path) -> None:
+    """The README's doctor example under `meshcomm run`: the timed-out ranks' exit stops the job (and rank 0's
+    store), so they wait for the stuck rank's dump first."""
+    program = tmp_path / "stall.py"
+    program.write_text(STALL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env["MESHCOMM_DUMP_DIR"] = str(tmp_path / "dumps")
+    done = subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", "3", "--timeout", "3", str(program)],
+                          env=env, capture_output=True, text=True, timeout=90)
+    assert done.returncode != 0 and "CommTimeoutError" in done.stdout + done.stderr, done.stderr[-2000:]
+    findings = doctor.diagnose(doctor.load(str(tmp_path / "dumps")))
+    assert [(f.kind, f.ranks) for f in findings] == [("stalled", [2])]
