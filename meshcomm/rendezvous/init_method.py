@@ -8,7 +8,7 @@ import socket
 import urllib.parse
 
 from meshcomm import config
-from meshcomm.errors import CommTimeoutError, RendezvousError
+from meshcomm.errors import CommTimeoutError, PeerLostError, RendezvousError
 from meshcomm.rendezvous import pmi
 from meshcomm.rendezvous.environment import detect
 from meshcomm.rendezvous.file_store import FileStore
@@ -199,4 +199,12 @@ def join(store: Store, rank: int, world_size: int, timeout: float | None = None)
         raise RendezvousError(
             f"rendezvous timed out after {wait:g} s: {world_size - len(missing)}/{world_size} ranks joined, "
             f"missing [{listed}]"
+        ) from None
+    except PeerLostError as exc:
+        # Nobody is left to say who was missing: the store's host gave up. With the default store that is rank 0,
+        # which leaves when its own wait times out, its error naming the ranks that never joined.
+        raise RendezvousError(
+            f"rank {rank} lost the store while it waited for all {world_size} ranks to join ({exc}): the rendezvous "
+            f"failed where the store runs (rank 0's, unless MESHCOMM_STORE=external), whose error names the ranks "
+            f"that never joined"
         ) from None

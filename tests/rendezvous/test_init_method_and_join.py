@@ -100,6 +100,22 @@ def test_missing_rank_fails_within_the_timeout_naming_it(master: TCPStore, token
         c.close()
 
 
+def test_a_rank_that_loses_the_store_while_waiting_says_where_the_rendezvous_failed(token: bytes) -> None:
+    """Rank 0 serves the store and leaves when its own wait times out: the ranks waiting on it lose the store."""
+    master = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, token=token)
+    client = TCPStore("127.0.0.1", master.port, timeout=10, token=token)
+    try:
+        closer = threading.Timer(0.3, master.close)
+        closer.start()
+        with pytest.raises(RendezvousError, match=r"rank 1 lost the store while it waited for all 3 ranks to join "
+                                                  r"\(.*\): the rendezvous failed where the store runs"):
+            join(client, 1, 3, timeout=20)
+        closer.join()
+    finally:
+        client.close()
+        master.close()
+
+
 def test_a_second_process_claiming_a_rank_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with FileStore(tmp_path / "dup", timeout=5) as store:
         store.set("rdzv/rank/0", b"otherhost:1234:abcd")
