@@ -1,6 +1,9 @@
-"""Shared fixtures: one cluster of real rank processes per world size, reused across tests."""
+"""Shared fixtures: one cluster of real rank processes per world size, reused across tests; a temp dir of the run's own."""
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import pytest
 
@@ -17,6 +20,21 @@ def get_cluster(size: int) -> Cluster:
     if cluster is None:
         cluster = _clusters[size] = Cluster(size)
     return cluster
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temp_dir_of_the_run(tmp_path_factory):
+    """TMPDIR for the tests and every process they start: the flight-recorder dumps of the failures the tests
+    cause (meshcomm-dumps-<job>) land in pytest's own temp tree, which pytest prunes, not in the machine's."""
+    directory = str(tmp_path_factory.mktemp("tmpdir"))
+    saved_env, saved_module = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = directory, directory
+    yield
+    tempfile.tempdir = saved_module
+    if saved_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved_env
 
 
 @pytest.fixture(scope="session", autouse=True)
