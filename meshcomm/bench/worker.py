@@ -193,10 +193,11 @@ def run(lib: Library, spec: Spec, out: TextIO | None = None) -> list[report.Reco
     leader = lib.rank == 0
     itemsize = data.check_dtype(spec.dtype).itemsize
     records: list[report.Record] = []
-    heard = [leader]  # rank 0 prints, until its reader leaves
+    printing = leader  # rank 0 prints, until its reader leaves
 
     def say(line: str) -> None:
-        if not heard[0]:
+        nonlocal printing
+        if not printing:
             return
         try:
             out.write(line + "\n")
@@ -204,7 +205,7 @@ def run(lib: Library, spec: Spec, out: TextIO | None = None) -> list[report.Reco
         except BrokenPipeError:
             # `meshcomm bench ... | head`: the reader left. The other ranks time on with this one, so it goes on,
             # silent (JSON lines still go to --json); its stdout points at /dev/null for the interpreter's exit.
-            heard[0] = False
+            printing = False
             if out is sys.stdout:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 

@@ -122,7 +122,7 @@ class Monitor:
                 except CommTimeoutError:
                     pass  # some did not answer in time (gone, or stuck where their monitor cannot run)
 
-        self._bounded(ask, DUMP_WAIT_SECONDS + 2.0)
+        self._bounded(ask, DUMP_WAIT_SECONDS + 2.0 if wait_for else 2.0)
 
     def announce_abort(self, message: str) -> None:
         """Tell the other ranks (best effort, bounded: a dead store must not block abort)."""
