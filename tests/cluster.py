@@ -22,6 +22,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def fresh_job_env() -> dict[str, str]:
+    """This process's environment without what a launcher sets (MESHCOMM_*, RANK*, WORLD_SIZE*, MASTER_*): a job
+    a test starts with it (meshcomm run, torchrun, a spawning script) is a job of its own."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+
+
 def _serve(rank: int, size: int, port: int, inbox, outbox, env: dict) -> None:
     # A list value gives each rank its own (e.g. MESHCOMM_HOST_ID to fake hosts).
     os.environ.update({k: v[rank] if isinstance(v, list) else v for k, v in env.items()})

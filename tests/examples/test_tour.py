@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -10,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster import fresh_job_env
+
 TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour.py"
 
 
 @pytest.mark.parametrize("ranks", [1, 3])
 def test_the_tour_prints_each_section_whole_and_right(ranks) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env = fresh_job_env()
     done = subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", str(ranks), "--no-prefix", str(TOUR)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"the tour failed:\n{done.stdout}\n{done.stderr}"

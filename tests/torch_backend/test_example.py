@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,14 +11,14 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
-from tests.cluster import free_port  # noqa: E402
+from tests.cluster import free_port, fresh_job_env  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 STEPS = "60"
 
 
 def _losses(command: list[str]) -> list[tuple[int, float]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env = fresh_job_env()
     env["OMP_NUM_THREADS"] = "1"
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
@@ -45,7 +44,7 @@ def test_example_gives_the_same_losses_under_torchrun(meshcomm_run):
 
 def test_ranks_started_by_torch_multiprocessing_spawn():
     program = Path(__file__).with_name("spawn_program.py")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env = fresh_job_env()
     done = subprocess.run([sys.executable, str(program), "2", str(free_port())], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr

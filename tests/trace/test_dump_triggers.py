@@ -14,6 +14,7 @@ import numpy as np
 import meshcomm as dist
 from meshcomm.group.health import summarize_progress
 from meshcomm.trace import doctor
+from tests.cluster import fresh_job_env
 
 
 def test_sigusr1_dumps_the_flight_recorder(tmp_path, monkeypatch) -> None:
@@ -60,7 +61,7 @@ def test_a_rank_stuck_outside_collectives_dumps_before_a_timeout_ends_the_job(tm
     store), so they wait for the stuck rank's dump first."""
     program = tmp_path / "stall.py"
     program.write_text(STALL)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env = fresh_job_env()
     env["MESHCOMM_DUMP_DIR"] = str(tmp_path / "dumps")
     done = subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", "3", "--timeout", "3", str(program)],
                           env=env, capture_output=True, text=True, timeout=90)
