@@ -17,7 +17,7 @@ from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutEr
 from meshcomm.group.group import Group
 from meshcomm.group import health
 from meshcomm.group.health import Monitor
-from meshcomm.rendezvous import auth, tls
+from meshcomm.security import auth, tls
 from meshcomm.rendezvous.store import PrefixStore, Store
 from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport import header as wire

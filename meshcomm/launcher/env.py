@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from meshcomm import config
-from meshcomm.rendezvous.auth import generate_token
+from meshcomm.security.auth import generate_token
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
 """Rendezvous: the key-value store and how a process learns its rank, size and peers."""
 
-from meshcomm.rendezvous.auth import generate_token, handshake, job_token
 from meshcomm.rendezvous.environment import JobInfo, detect, expand_nodelist
 from meshcomm.rendezvous.file_store import FileStore
 from meshcomm.rendezvous.init_method import connect, join
@@ -19,9 +18,6 @@ __all__ = [
     "connect",
     "detect",
     "expand_nodelist",
-    "generate_token",
-    "handshake",
-    "job_token",
     "join",
     "run_store_server",
 ]

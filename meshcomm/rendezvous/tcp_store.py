@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Sequence
 
 from meshcomm.errors import AuthenticationError, CommTimeoutError, PeerLostError, RendezvousError
-from meshcomm.rendezvous import auth, tls
+from meshcomm.security import auth, tls
 from meshcomm.rendezvous.store import (
     Store,
     add_result,

@@ -36,7 +36,7 @@ sender looks at that count as it looks at the rings). Until then the sender
 keeps the buffer (the send's handle is not done), as it must for any send in
 flight. References are read in ring order, so one count says which are done.
 
-With MESHCOMM_TLS_CERT/KEY set (rendezvous/tls.py) every connection runs TLS,
+With MESHCOMM_TLS_CERT/KEY set (security/tls.py) every connection runs TLS,
 then the token handshake inside it. A rank learns which peers share its host
 only after connecting (LocalPeers), so the rule is simply every connection;
 a same-host peer's connection carries no data when shared memory is on, and
@@ -64,8 +64,8 @@ from meshcomm.errors import (
     RendezvousError,
 )
 from meshcomm import config
-from meshcomm.rendezvous import auth
-from meshcomm.rendezvous.tls import Tls, TlsStream
+from meshcomm.security import auth
+from meshcomm.security.tls import Tls, TlsStream
 from meshcomm.transport import cma
 from meshcomm.transport import header as wire
 from meshcomm.transport.handle import Handle

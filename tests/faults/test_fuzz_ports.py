@@ -16,7 +16,7 @@ import struct
 import numpy as np
 import pytest
 
-from meshcomm.rendezvous import auth
+from meshcomm.security import auth
 from meshcomm.rendezvous.tcp_store import MAX_FRAME, SET
 from tests.cluster import Cluster
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from meshcomm.errors import AuthenticationError
-from meshcomm.rendezvous import auth
+from meshcomm.security import auth
 from meshcomm.rendezvous.file_store import FileStore
 from meshcomm.transport import header as wire
 from meshcomm.transport.engine import Transport

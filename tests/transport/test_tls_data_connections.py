@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import meshcomm as dist
-from meshcomm.rendezvous import auth
+from meshcomm.security import auth
 from meshcomm.transport import shm
 from tests.api import test_collectives as coll
 from tests.cluster import Cluster
