@@ -3,7 +3,7 @@
     python benchmarks/bare_exchange.py [--sizes 32K,512K,2M] [--rounds 2000]
 
 Each round, both processes hand each other `size` bytes at once, in the two
-ways meshcomm's board can (transport/board.py):
+ways meshcomm's board can (board/segment.py):
 
   slot   copy into a shared segment, raise a flag, wait for the peer's flag,
          copy the peer's bytes out: two copies, one wait;

@@ -5,7 +5,7 @@ its contribution (or the part a peer needs) to each peer that needs it and
 receives theirs; a reduction then combines all contributions in rank order
 (rank 0's first), so every rank computes bit-identical results whatever
 order the messages came in. On a group whose ranks all share a host the
-group runs these on its board (meshcomm/executor/board.py): each rank
+group runs these on its board (meshcomm/board/run.py): each rank
 publishes once in shared memory (in a slot, or by reference when larger
 and the ranks can reach each other's memory) and the others read, one or
 two synchronisations instead of n - 1 messages each way.
@@ -81,7 +81,7 @@ def two_shot(problem: Problem, rank: int) -> Schedule:
     receives 2 (n - 1) m / n elements and reduces (n - 1) m / n, as the ring
     does, in 2 (n - 1) messages at once instead of one after another; scratch
     m (n blocks of m / n). On one host whose ranks can read and write each
-    other's memory it runs on the group's board (meshcomm/executor/board.py):
+    other's memory it runs on the group's board (meshcomm/board/run.py):
     each rank reads its block from every peer's input, reduces it and writes
     it into every peer's output, two synchronisations for the whole call.
     """

@@ -28,11 +28,14 @@ same_host β: the bytes of a ring, without its 2 (n - 1) messages.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import block_bounds
-from meshcomm.executor import board as board_executor
-from meshcomm.tuner.model import Parameters
+from meshcomm.board import run as board_executor
+
+if TYPE_CHECKING:  # the tuner, above this layer, hands its parameters down
+    from meshcomm.tuner.model import Parameters
 
 
 def runs_on_board(problem: Problem, algorithm: str, itemsize: int, hosts: Sequence[object] | None,

@@ -1,4 +1,4 @@
-"""The `direct` algorithms run on a group's board (meshcomm/transport/board.py).
+"""The `direct` algorithms run on a group's board (meshcomm/board/segment.py).
 
 Every rank publishes what its peers need from it (its input, in a slot
 less the block of an all_to_all or reduce_scatter that only it reads and
@@ -9,7 +9,7 @@ as the `direct` schedule does: contributions combined in rank order, so
 every rank's result is bit-identical and equal to the schedule's. One
 synchronisation per call, whatever the group's size.
 
-A contribution larger than a slot goes by reference (transport/board.py)
+A contribution larger than a slot goes by reference (board/segment.py)
 when the host's ranks can read each other's memory: readers copy straight
 from the poster's buffer, and the poster waits for them to finish before it
 returns, a second synchronisation that costs less than the copy it saves.
@@ -47,7 +47,7 @@ from meshcomm.transport.buffers import byte_view
 # synchronisation beat one copy by reference and two (measured here on 2 ranks, medians of 8 interleaved
 # runs: all_to_all 256 KiB 30.2 µs in 256 KiB slots against 39.3 with 64 KiB ones, reduce_scatter 28.7
 # against 42.0, broadcast 16.4 against 39.8); beyond, no longer (512 KiB slots, fastest of 3 runs: all_gather
-# 1 MiB, whose posts are 512 KiB, 89.3 µs against 80.3 by reference). The board holds transport/board.py's
+# 1 MiB, whose posts are 512 KiB, 89.3 µs against 80.3 by reference). The board holds board/segment.py's
 # SLOTS (16) of them per member: 4 MiB, in tmpfs pages touched only when used.
 SLOT_BYTES = 256 << 10
 # Bytes per second a reader copies out of a poster's memory, a low estimate (4.6-19 GB/s measured here).

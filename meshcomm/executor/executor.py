@@ -28,8 +28,8 @@ from meshcomm.transport.header import KIND_COLLECTIVE, Key
 
 
 @dataclass
-class Call:
-    """Everything one rank knows about the collective it runs."""
+class Execution:
+    """Everything one rank knows about the collective it runs as messages."""
 
     schedule: Schedule
     buffers: dict  # "input"/"output"/"scratch" -> flat ndarray (same dtype)
@@ -44,7 +44,7 @@ class Call:
     trace: object = None  # a meshcomm.trace TraceWriter when MESHCOMM_TRACE is set
 
 
-def run(call: Call, transport) -> None:
+def run(call: Execution, transport) -> None:
     """Execute the schedule; raise the first failure with the collective named."""
     if call.trace is None:
         _run(call, transport, _run_step)
@@ -52,7 +52,7 @@ def run(call: Call, transport) -> None:
         _run_traced(call, transport)
 
 
-def _run(call: Call, transport, run_step) -> None:
+def _run(call: Execution, transport, run_step) -> None:
     schedule = call.schedule
     buffers = dict(call.buffers)
     dtype = _dtype(buffers)
@@ -76,7 +76,7 @@ def _run(call: Call, transport, run_step) -> None:
             ) from None
 
 
-def _run_traced(call: Call, transport) -> None:
+def _run_traced(call: Execution, transport) -> None:
     """Run as `run` does, writing one event for the collective and one per step."""
     trace = call.trace
     schedule = call.schedule
@@ -204,7 +204,7 @@ def _pieces(count: int, itemsize: int, chunk_bytes: int) -> list[tuple[int, int]
     return [(start, min(start + per_piece, count)) for start in range(0, count, per_piece)]
 
 
-def _run_step(call: Call, transport, buffers: dict, dtype: np.dtype, index: int, step: _Step, deadline: float) -> None:
+def _run_step(call: Execution, transport, buffers: dict, dtype: np.dtype, index: int, step: _Step, deadline: float) -> None:
     combine = call.combine
     for kind, dst, dst_lo, dst_hi, src, src_lo, src_hi in step.local:
         if kind == _COPY:
@@ -239,7 +239,7 @@ def _run_step(call: Call, transport, buffers: dict, dtype: np.dtype, index: int,
     transport.wait(handles, timeout=max(deadline - time.monotonic(), 0.0))
 
 
-def _reduce_as_they_land(call: Call, transport, in_flight: list, post, deadline: float) -> None:
+def _reduce_as_they_land(call: Execution, transport, in_flight: list, post, deadline: float) -> None:
     """Reduce each piece as soon as it lands, then receive the next piece into its slot."""
     combine = call.combine
     while in_flight:
@@ -259,7 +259,7 @@ def _reduce_as_they_land(call: Call, transport, in_flight: list, post, deadline:
                 post(slot, peer, target, left)
 
 
-def _mismatch(call: Call, step: int, exc: Exception) -> CollectiveMismatchError:
+def _mismatch(call: Execution, step: int, exc: Exception) -> CollectiveMismatchError:
     peer = getattr(exc, "peer", None)
     theirs = getattr(exc, "theirs", None)
     peer_rank = call.peers.index(peer) if peer in call.peers else peer

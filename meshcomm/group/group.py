@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import queue
 import sys
 import threading
@@ -18,12 +17,16 @@ from typing import Callable, NamedTuple
 
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
-from meshcomm.executor import board as board_executor
+from meshcomm.board import run as board_run
+from meshcomm.board.seat import Seat
+from meshcomm.errors import CommTimeoutError
 from meshcomm.executor import executor
 from meshcomm.executor import fingerprint as fp
-from meshcomm.group.work import Work
-from meshcomm.rendezvous.store import PrefixStore
-from meshcomm.transport.board import Board
+from meshcomm.group.call import Call
+from meshcomm.group.work import MessageWork, QueuedWork, Work
+from meshcomm.trace.flight_recorder import FlightRecorder
+from meshcomm.transport.buffers import byte_view
+from meshcomm.transport.header import KIND_P2P, Key
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
 
@@ -37,7 +40,7 @@ class _Plan(NamedTuple):
     fingerprint: bytes
     algorithm: str
     description: str
-    board: board_executor.Plan | None  # on the group's board, or
+    board: board_run.Plan | None  # on the group's board, or
     schedule: object  # as messages, by this schedule
 
 
@@ -69,9 +72,7 @@ class Group:
         self._debug = runtime.settings.debug in ("INFO", "DEBUG")
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
         self._mailbox = None
-        self._on_one_host: bool | None = None  # every member shares memory with this rank (decided at first need)
-        self._single_copy: bool | None = None  # and the host's ranks can read and write each other's memory (likewise)
-        self._board: Board | None = None
+        self.seat = Seat(runtime.transport, runtime.store, self.ranks, self.rank, group_id, name, runtime.trace)
         self._plans: dict[tuple, _Plan] = {}  # see _plan
 
     def __repr__(self) -> str:
@@ -96,26 +97,16 @@ class Group:
 
     # ----- running operations
 
-    def collective(
-        self,
-        problem: Problem,
-        buffers: dict,
-        dtype_name: str,
-        op_name: str,
-        combine,
-        algorithm: str | None,
-        async_op: bool,
-        finish: Callable[[], object] | None = None,
-        timeout: float | None = None,
-    ) -> Work | None:
-        """Run (or queue) one collective described by `problem` on this rank's buffers."""
-        key = (problem, dtype_name, op_name, _itemsize(buffers), algorithm)
+    def collective(self, call: Call, async_op: bool = False) -> Work | None:
+        """Run (or queue) one collective on this rank's buffers; a Work when `async_op`."""
+        key = (call.problem, call.dtype, call.op, call.itemsize, call.algorithm)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan(key, buffers)
-        limit = self.timeout if timeout is None else timeout
+            plan = self._plan(key, call.buffers)
+        limit = self.timeout if call.timeout is None else call.timeout
         run = self._run_as_messages if plan.board is None else self._run_on_board
         recorder = self.runtime.recorder
+        buffers, combine, finish = call.buffers, call.combine, call.finish
 
         def job(seq: int) -> object:
             entry = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
@@ -137,13 +128,13 @@ class Group:
         if self.hosts:
             problem = dataclasses.replace(problem, hosts=self.hosts)
         if algorithm is None:
-            algorithm = self.algorithm_for(problem, buffers)
+            algorithm = self.algorithm_for(problem, itemsize)
         elif self._debug:
-            self._say_choice(problem, buffers, algorithm, "algorithm=; ")
+            self._say_choice(problem, itemsize, algorithm, "algorithm=; ")
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         description = f"{problem.collective} on group {self.group_name!r}"
-        if algorithm in board_executor.ALGORITHMS and self._fits_board(problem, buffers, algorithm):
-            on_board = board_executor.plan(problem, self.rank, itemsize, algorithm)
+        if self.seat.fits(problem, itemsize, algorithm):
+            on_board = board_run.plan(problem, self.rank, itemsize, algorithm)
             plan = _Plan(fingerprint, algorithm, description, on_board, None)
         else:
             plan = _Plan(fingerprint, algorithm, description, None, _schedule(problem, self.rank, algorithm))
@@ -154,7 +145,7 @@ class Group:
         return plan
 
     def _run_as_messages(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
-        call = executor.Call(
+        execution = executor.Execution(
             schedule=plan.schedule,
             buffers=buffers,
             combine=combine,
@@ -167,55 +158,58 @@ class Group:
             timeout=timeout,
             trace=self.runtime.trace,
         )
-        executor.run(call, self.runtime.transport)
+        executor.run(execution, self.runtime.transport)
 
-    # ----- the board: `direct` and `two_shot` collectives through shared memory
-
-    def _fits_board(self, problem: Problem, buffers: dict, algorithm: str) -> bool:
-        """Whether this call runs on the group's board; every member decides alike (same problem, same hosts)."""
-        if not board_executor.fits(problem, _itemsize(buffers), self.single_copy, algorithm):
-            return False
-        if self._on_one_host is None:
-            self._on_one_host = self.runtime.transport.shares_memory_with(self.ranks)
-        return self._on_one_host
+    def _run_on_board(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+        self.seat.run(plan.board, seq, plan.fingerprint, plan.algorithm, buffers, combine, timeout)
 
     @property
     def single_copy(self) -> bool:
         """Whether the group's board may take posts by reference: the same answer on every member."""
-        if self._single_copy is None:
-            self._single_copy = self.runtime.transport.reaches_memory_of(self.ranks)
-        return self._single_copy
+        return self.seat.single_copy
 
-    def _run_on_board(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+    # ----- point to point: messages matched by (group, tag) and sender; the mailbox for MPI's matching
+
+    def isend(self, peer: int, payload: memoryview, tag: int) -> MessageWork:
+        """Start sending the bytes `payload` (keep them unchanged until the work completes) to group rank `peer`."""
+        target = self.ranks[peer]
+        handle = self.runtime.transport.isend(target, payload, Key(KIND_P2P, self.group_id, tag, 0))
+        return self._message_work("isend to", target, tag, handle)
+
+    def irecv(self, peer: int | None, buffer: memoryview, tag: int,
+              finish: Callable[[], object] | None = None) -> MessageWork:
+        """Start receiving into the bytes `buffer` from group rank `peer` (None: any rank); the work's
+        source_rank() is the sender's global rank."""
+        source = None if peer is None else self.ranks[peer]
+        handle = self.runtime.transport.irecv(source, buffer, Key(KIND_P2P, self.group_id, tag, 0))
+        return self._message_work("irecv from", source, tag, handle, finish, lambda: handle.source)
+
+    def _message_work(self, what: str, peer: int | None, tag: int, handle, finish=None, source=None) -> MessageWork:
         transport = self.runtime.transport
-        transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
-        if self._board is None:
-            # Made at the group's first board call, which every member makes (same seq, same decision).
-            digest = hashlib.sha256(repr(self.ranks).encode()).hexdigest()[:16]
-            self._board = Board.join(PrefixStore("meshcomm/board", self.runtime.store), f"{self.group_id}/{digest}",
-                                     self.rank, self.size, board_executor.SLOT_BYTES, transport.job, timeout)
-        trace = self.runtime.trace
-        start = trace.now() if trace is not None else 0
-        board_executor.run(self._board, plan.board, seq, plan.fingerprint, buffers, combine,
-                           timeout, transport.spin_seconds, not transport.crowded,
-                           lambda missing: transport.check_call([self.ranks[m] for m in missing], self.group_id, seq),
-                           self.group_name,
-                           self.ranks)
-        if trace is not None:
-            trace.complete("collective", plan.board.problem.collective, start, trace.now(),
-                           {"group": self.group_name, "group_id": self.group_id, "seq": seq, "algorithm": plan.algorithm,
-                            "call": fp.describe(plan.fingerprint), "board": True})
+        description = f"{what} {'any rank' if peer is None else f'rank {peer}'} (tag {tag})"
+        recorded = self.runtime.recorder.start_p2p(self.group_name, f"{description}, {handle.nbytes} B", peer)
 
-    def algorithm_for(self, problem: Problem, buffers: dict) -> str:
+        def drive(seconds: float) -> None:
+            try:
+                transport.wait([handle], timeout=seconds)
+            except CommTimeoutError as exc:
+                error = CommTimeoutError(f"{description} in group {self.group_name!r}: {exc}")
+                FlightRecorder.finish(recorded, error)
+                raise error from None
+
+        return MessageWork(description, drive, lambda: transport.test(handle), self.timeout, finish,
+                           lambda error: FlightRecorder.finish(recorded, error), source)
+
+    def algorithm_for(self, problem: Problem, itemsize: int) -> str:
         """The user's MESHCOMM_ALGO choice for this collective, else the tuning file's measured or the model's pick."""
         named = self.runtime.algorithm_override.get(problem.collective)
         if named is None:
-            choice = self.chooser.choose(problem, _itemsize(buffers))
+            choice = self.chooser.choose(problem, itemsize)
             named = choice.name
             if self._debug:
-                self._say_choice(problem, buffers, named, "" if choice.how == "predicted" else f"{choice.how}; ")
+                self._say_choice(problem, itemsize, named, "" if choice.how == "predicted" else f"{choice.how}; ")
         elif self._debug:
-            self._say_choice(problem, buffers, named, "MESHCOMM_ALGO; ")
+            self._say_choice(problem, itemsize, named, "MESHCOMM_ALGO; ")
         return named
 
     @property
@@ -226,9 +220,8 @@ class Group:
                                     self.runtime.cores, self.hosts, self.single_copy)
         return self._chooser
 
-    def _say_choice(self, problem: Problem, buffers: dict, name: str, why: str) -> None:
+    def _say_choice(self, problem: Problem, itemsize: int, name: str, why: str) -> None:
         """MESHCOMM_DEBUG=INFO: the collective's cost table once per group, and this call's algorithm."""
-        itemsize = _itemsize(buffers)
         prefix = f"meshcomm rank {self.runtime.rank} group {self.group_name!r}:"
         if problem.collective not in self._tabled:
             self._tabled.add(problem.collective)
@@ -250,7 +243,7 @@ class Group:
             queued = async_op or self._pending > 0
             if queued:
                 self._pending += 1
-                work = Work(f"{description} (seq {seq})")
+                work = QueuedWork(f"{description} (seq {seq})")
                 self._ensure_worker().put((work, job, seq))
         if not queued:
             job(seq)
@@ -287,13 +280,5 @@ class Group:
         if self._queue is not None:
             self._queue.put(None)
             self._worker.join(timeout=5)
-        if self._board is not None:
-            self._board.close()
-            self._board = None
+        self.seat.close()
 
-
-def _itemsize(buffers: dict) -> int:
-    sample = buffers.get("input")
-    if sample is None:
-        sample = buffers.get("output")
-    return sample.itemsize if sample is not None else 1

@@ -20,9 +20,10 @@ import itertools
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from meshcomm.errors import CommTimeoutError
+from meshcomm.group.work import Work
 from meshcomm.transport.header import KIND_MAILBOX, Key
 
 _ENVELOPE = struct.Struct("!qQ")  # tag, sync id (0: no acknowledgement wanted)
@@ -39,12 +40,50 @@ class Message:
     sync_id: int = 0
 
 
-@dataclass
-class PostedRecv:
-    source: int | None  # None: any source
-    tag: int | None  # None: any tag
-    message: Message | None = None
-    cancelled: bool = False
+class _Posted(Work):
+    """A send or receive of the mailbox: a Work that waiting on (or testing) moves."""
+
+    def __init__(self, mailbox: "Mailbox", description: str) -> None:
+        super().__init__(description)
+        self._mailbox = mailbox
+        self._told = False  # whether the done callbacks ran
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def _settled(self) -> bool:
+        return self.done
+
+    def _mark_done(self) -> None:
+        pass  # `done` is derived from the mailbox's state
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._mailbox.wait(lambda: self.done, self.description, timeout)
+        self._tell()
+        return True
+
+    def is_completed(self) -> bool:
+        if not self.done:
+            self._mailbox.progress(0)
+        if self.done:
+            self._tell()
+        return self.done
+
+    def _tell(self) -> None:
+        if not self._told:
+            self._told = True
+            self._finish(None)
+
+
+class PostedRecv(_Posted):
+    def __init__(self, mailbox: "Mailbox", source: int | None, tag: int | None) -> None:
+        super().__init__(mailbox, f"receive from {'any rank' if source is None else f'rank {source}'}"
+                                  f" ({'any tag' if tag is None else f'tag {tag}'})")
+        self.source = source  # rank within the group; None: any source
+        self.tag = tag  # None: any tag
+        self.message: Message | None = None
+        self.cancelled = False
 
     def accepts(self, message: Message) -> bool:
         return (self.source is None or self.source == message.source) and (self.tag is None or self.tag == message.tag)
@@ -54,11 +93,12 @@ class PostedRecv:
         return self.message is not None or self.cancelled
 
 
-@dataclass
-class PostedSend:
-    transport_handle: object
-    sync_id: int
-    acknowledged: bool = field(default=False)
+class PostedSend(_Posted):
+    def __init__(self, mailbox: "Mailbox", dest: int, tag: int, transport_handle, sync_id: int) -> None:
+        super().__init__(mailbox, f"send to rank {dest} (tag {tag})")
+        self.transport_handle = transport_handle
+        self.sync_id = sync_id
+        self.acknowledged = False
 
     @property
     def done(self) -> bool:
@@ -89,7 +129,7 @@ class Mailbox:
         frame += memoryview(payload).cast("B") if not isinstance(payload, (bytes, bytearray)) else payload
         with self._lock:
             handle = self.transport.isend(self.group.global_rank(dest), memoryview(frame), self._data_key)
-            posted = PostedSend(handle, sync_id)
+            posted = PostedSend(self, dest, tag, handle, sync_id)
             if sync_id:
                 self._awaiting_ack[sync_id] = posted
         self.progress(0)
@@ -97,7 +137,7 @@ class Mailbox:
 
     def recv(self, source: int | None, tag: int | None) -> PostedRecv:
         """Post a receive; it takes the oldest arrived message it accepts, or waits for one."""
-        posted = PostedRecv(source, tag)
+        posted = PostedRecv(self, source, tag)
         with self._lock:
             self._pull()
             for index, message in enumerate(self._arrived):
@@ -122,7 +162,7 @@ class Mailbox:
         """The message a receive for (source, tag) would take now, without taking it."""
         with self._lock:
             self._pull()
-            probe = PostedRecv(source, tag)
+            probe = PostedRecv(self, source, tag)
             return next((m for m in self._arrived if probe.accepts(m)), None)
 
     # ----- progress

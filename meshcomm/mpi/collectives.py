@@ -15,6 +15,7 @@ from meshcomm.algorithms.problem import Problem
 from meshcomm.api import collectives as coll
 from meshcomm.api import objects
 from meshcomm.executor.reduce_ops import combiner
+from meshcomm.group.call import Call
 from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import ops as mpi_ops
@@ -41,7 +42,7 @@ def _movable(array: np.ndarray) -> np.ndarray:
 
 def _run(g, problem: Problem, send: np.ndarray, out: np.ndarray, op_name: str = "none", combine=None) -> None:
     buffers = {"input": send, "output": out}
-    g.collective(problem, buffers, send.dtype.name, op_name, combine, None, False)
+    g.collective(Call(problem, buffers, send.dtype.name, op=op_name, combine=combine))
 
 
 def _exchange_counts(g, mine: int) -> list[int]:

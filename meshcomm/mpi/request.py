@@ -21,7 +21,7 @@ class Request:
 
     def __init__(self, mailbox=None, posted=None, finish=None, info=None) -> None:
         self._mailbox = mailbox
-        self._posted = posted  # group.mailbox PostedSend / PostedRecv; None: already complete
+        self._posted = posted  # the group mailbox's Work (a PostedSend or PostedRecv); None: already complete
         self._finish = finish  # (message or None) -> result object, run once on completion
         self._status = info or st.Status()
         self._result = None
@@ -37,10 +37,7 @@ class Request:
 
     def _ready(self) -> bool:
         """Progress without blocking; True once the operation finished."""
-        if self._posted is None or self._posted.done:
-            return True
-        self._mailbox.progress(0)
-        return self._posted.done
+        return self._posted is None or self._posted.is_completed()
 
     def _complete(self, status: st.Status | None):
         """Finish a ready request: fill `status`, produce the result, become REQUEST_NULL."""
@@ -60,9 +57,9 @@ class Request:
             status._copy_from(self._status)
         return self._result
 
-    def _block(self, what: str = "request") -> None:
-        if self._posted is not None and not self._posted.done:
-            self._mailbox.wait(lambda: self._posted.done, what)
+    def _block(self) -> None:
+        if self._posted is not None:
+            self._posted.wait()
 
     # ----- one request
 

@@ -4,7 +4,7 @@ A `direct` or `two_shot` call of ranks all on one host runs on the group's
 shared-memory board when it fits (where the topology has a board, as `here`
 does; without the single copy only posts that fit a slot, and two_shot
 never), not as messages: it is priced as the group would run it
-(tuner/board.py).
+(board/price.py).
 
 Replay (`tuner.predict.replay`) runs every rank's schedule on the α-β-γ model
 with a clock per rank; it is exact for the model and costs time and memory
@@ -40,7 +40,7 @@ from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import Copy, RecvReduce, Reduce, Send, block_bounds
 from meshcomm.sim.topology import Topology
-from meshcomm.tuner.board import board_time, runs_on_board
+from meshcomm.board.price import board_time, runs_on_board
 from meshcomm.tuner.choose import canonical_problem
 from meshcomm.tuner.predict import replay
 

@@ -37,7 +37,7 @@ class Topology:
     parameters: Parameters
     ranks_per_host: int | None  # None: every rank on one host
     cores: int  # cores (or GPUs) per host that run ranks at once
-    # A group on one host runs `direct` and `two_shot` calls on its shared-memory board (tuner/board.py), as
+    # A group on one host runs `direct` and `two_shot` calls on its shared-memory board (board/price.py), as
     # meshcomm's processes do; single_copy: posts larger than a slot go by reference, as where its ranks
     # can reach each other's memory. The GPU presets model interconnects, not the board: neither.
     board: bool = False

@@ -1,13 +1,14 @@
-"""torch's entry point for meshcomm: registers the "meshcomm" torch.distributed backend without importing meshcomm.
+"""torch's entry point for meshcomm: registers the "meshcomm" torch.distributed backend.
 
 torch calls `autoload()` at the end of `import torch` (entry point group
-"torch.backends", declared in pyproject.toml). Importing the meshcomm
-package there would add about 100 ms (numpy and the algorithms) to every
-`import torch`; this module costs well under a millisecond, and meshcomm
-loads only when a "meshcomm" group is created.
+"torch.backends", declared in pyproject.toml). Only this module and the
+lazy package above it load then: the rest of meshcomm (numpy, the
+algorithms, the transports) loads when a "meshcomm" group is created.
 """
 
 from __future__ import annotations
+
+import sys
 
 BACKEND_NAME = "meshcomm"
 
@@ -31,6 +32,13 @@ def _create(opts, pg_options=None):
     from meshcomm.torch_backend.creator import create  # meshcomm loads here, not at import torch
 
     return create(opts, pg_options)
+
+
+def register_if_torch_loaded() -> None:
+    """Register when torch is already imported (for TORCH_DEVICE_BACKEND_AUTOLOAD=0); never import torch for it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "distributed"):
+        register()
 
 
 def autoload() -> None:

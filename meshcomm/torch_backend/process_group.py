@@ -14,7 +14,7 @@ from meshcomm.api.ops import ReduceOp, _Op
 from meshcomm.group.group import Group
 from meshcomm.torch_backend import work as works
 from meshcomm.torch_backend.work import TorchWork
-from meshcomm_torch_plugin import BACKEND_NAME
+from meshcomm.torch_backend.plugin import BACKEND_NAME
 
 # A launch takes (async_op, timeout) and returns meshcomm's Work (None when it ran synchronously).
 Launch = Callable[[bool, "float | None"], Any]

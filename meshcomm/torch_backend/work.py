@@ -176,7 +176,7 @@ def _finish(work: TorchWork, error: BaseException | None, after: Callable[[], No
 
 def point_to_point(description: str, p2p_work, tensor: torch.Tensor, timeout: float,
                    group_rank_of: Callable[[int], int] | None = None) -> TorchWork:
-    """Wrap meshcomm's P2PWork, which completes as it is waited on.
+    """Wrap meshcomm's MessageWork, which completes as it is waited on.
 
     For a receive, `group_rank_of` turns the sender's global rank (what the
     transport records) into its rank in the group (what torch asks for).

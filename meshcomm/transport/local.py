@@ -111,7 +111,7 @@ class LocalPeers:
         self._peer_segments: list[shm.Segment] = []
         # Whether every rank of this host can read and write every other's memory (cma.probe): the same
         # answer on each of them, so they agree on which calls a group's board may take by reference
-        # (executor/board.py).
+        # (board/run.py).
         self.all_reach_each_other = False
         if self.enabled:
             self._map(rank, store, timeout)

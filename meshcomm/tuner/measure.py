@@ -14,7 +14,7 @@
   most 16), solved for the message cost that makes the model's prediction
   equal the measurement.
 - board: the same all_reduce run `direct` on the group's shared-memory
-  board, solved for the fixed cost that makes tuner/board.py's time equal
+  board, solved for the fixed cost that makes board/price.py's time equal
   the measurement.
 """
 

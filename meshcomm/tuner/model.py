@@ -14,7 +14,7 @@ TCP. Times are seconds, rates seconds per byte:
   ranks than it has cores: the receiver must first be scheduled, not just
   woken, which costs several times alpha (measured, not derived from it);
 - board: the whole fixed cost of a small `direct` call on a group's
-  shared-memory board (meshcomm/transport/board.py), its per-call work
+  shared-memory board (meshcomm/board/segment.py), its per-call work
   included: one synchronisation instead of messages. Files written before it
   existed get the default;
 - choices (optional, `meshcomm tune --choices`): the fastest algorithm measured

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import Copy, Recv, RecvReduce, Reduce, Schedule, Send
-from meshcomm.tuner.board import board_time, runs_on_board
+from meshcomm.board.price import board_time, runs_on_board
 from meshcomm.tuner.model import Parameters
 
 
@@ -56,7 +56,7 @@ def predict(problem: Problem, algorithm: str, itemsize: int, parameters: Paramet
     None: all on one host); cores is the number of cores of each host;
     single_copy: the ranks can read and write each other's memory, so a
     group's board takes `direct` calls of any size, and `two_shot` ones
-    (tuner/board.py).
+    (board/price.py).
     """
     if runs_on_board(problem, algorithm, itemsize, hosts, single_copy):
         return board_time(problem, itemsize, parameters, cores, algorithm)

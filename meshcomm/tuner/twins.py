@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from meshcomm.algorithms import ALGORITHMS, get_schedule
 from meshcomm.algorithms.problem import Problem
-from meshcomm.executor.board import ALGORITHMS as BOARD_ALGORITHMS
+from meshcomm.board.run import ALGORITHMS as BOARD_ALGORITHMS
 
 
 def twins(problem: Problem) -> list[list[str]]:

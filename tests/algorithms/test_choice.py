@@ -42,7 +42,7 @@ def chosen_schedule_names() -> list[str]:
     from meshcomm.api.state import runtime
 
     problem = Problem("all_reduce", dist.get_world_size(), (2,))
-    return [runtime().world.algorithm_for(problem, {"input": np.zeros(2, np.float32)})]
+    return [runtime().world.algorithm_for(problem, np.dtype(np.float32).itemsize)]
 
 
 def test_runtime_reads_the_override_from_the_environment() -> None:

@@ -33,11 +33,11 @@ def chosen() -> dict[str, str]:
     from meshcomm.api.state import runtime
 
     n = dist.get_world_size()
-    sample = {"input": np.zeros(1, np.int64)}
+    itemsize = np.dtype(np.int64).itemsize
     problems = [Problem("broadcast", n, (1,)), Problem("reduce", n, (1,)), Problem("all_reduce", n, (1,)),
                 Problem("all_gather", n, (1,) * n), Problem("reduce_scatter", n, (1,) * n),
                 Problem("all_to_all", n, (1,) * n * n), Problem("barrier", n, ())]
-    return {p.collective: runtime().world.algorithm_for(p, sample) for p in problems}
+    return {p.collective: runtime().world.algorithm_for(p, itemsize) for p in problems}
 
 
 def every_collective() -> list[str]:

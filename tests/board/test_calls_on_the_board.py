@@ -9,8 +9,8 @@ import pytest
 import meshcomm as dist
 from meshcomm import ReduceOp
 from meshcomm.errors import CollectiveMismatchError
-from meshcomm.executor.board import _PIECE_BYTES
-from meshcomm.executor.board import SLOT_BYTES as BOARD_SLOT_BYTES
+from meshcomm.board.run import _PIECE_BYTES
+from meshcomm.board.run import SLOT_BYTES as BOARD_SLOT_BYTES
 from tests.cluster import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board
@@ -28,14 +28,14 @@ def values(rank: int, count: int, salt: int = 0) -> np.ndarray:
 def board_in_use(group=None) -> bool:
     from meshcomm.api.state import resolve_group
 
-    return resolve_group(group)._board is not None
+    return resolve_group(group).seat._board is not None
 
 
 def board_posts(group=None) -> int:
     """How many board calls this rank has made on the group's board."""
     from meshcomm.api.state import resolve_group
 
-    board = resolve_group(group)._board
+    board = resolve_group(group).seat._board
     return 0 if board is None else board._posts
 
 
@@ -45,7 +45,7 @@ def board_file_left() -> bool:
 
     from meshcomm.api.state import resolve_group
 
-    board = resolve_group(None)._board
+    board = resolve_group(None).seat._board
     return board is not None and os.path.exists(board.path)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
-from meshcomm.executor.board import SLOT_BYTES
+from meshcomm.board.run import SLOT_BYTES
 from meshcomm.tuner.model import DEFAULTS, Link, Parameters
-from meshcomm.tuner.board import board_time
+from meshcomm.board.price import board_time
 from meshcomm.tuner.predict import predict, replay
 
 COPY_ONLY = Parameters(same_host=Link(1.0, 1.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=1.0, call=0.0,

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from meshcomm.transport.board import SLOTS, Board
+from meshcomm.board.segment import SLOTS, Board
 from meshcomm.transport.shm import DIRECTORY, available
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs /dev/shm, futexes and x86-64")

@@ -24,7 +24,7 @@ def _run(schedule: Schedule, buffers: dict) -> None:
     from meshcomm.api.state import runtime
 
     rt = runtime()
-    call = executor.Call(
+    call = executor.Execution(
         schedule=schedule, buffers=buffers, combine=combiner("sum", np.dtype(np.float32), None), peers=[0, 1],
         group_id=999, group_name="hand-written", seq=0, fingerprint=bytes(16), chunk_bytes=CHUNK, timeout=30,
     )

@@ -1,0 +1,75 @@
+"""A group's seat at its board: whether a call fits it, joining it at the first call, and running a call on it.
+
+Every member decides alike (same problem, same hosts), so the first call that
+runs on the board is one every member makes with the same sequence number:
+that is when the board is made or joined, not at group creation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from meshcomm.algorithms.problem import Problem
+from meshcomm.board import run as board_run
+from meshcomm.board.segment import Board
+from meshcomm.executor import fingerprint as fp
+from meshcomm.rendezvous.store import PrefixStore
+
+
+class Seat:
+    """This rank's place at the board of one group (`ranks`, its `group_id`), made at its first board call."""
+
+    def __init__(self, transport, store, ranks: tuple[int, ...], rank: int, group_id: int, group_name: str,
+                 trace=None) -> None:
+        self._transport = transport
+        self._store = store
+        self._ranks = ranks
+        self._rank = rank
+        self._group_id = group_id
+        self._group_name = group_name
+        self._trace = trace
+        self._on_one_host: bool | None = None  # every member shares memory with this rank (decided at first need)
+        self._single_copy: bool | None = None  # and the host's ranks can read and write each other's memory
+        self._board: Board | None = None
+
+    @property
+    def single_copy(self) -> bool:
+        """Whether the board may take posts by reference: the same answer on every member."""
+        if self._single_copy is None:
+            self._single_copy = self._transport.reaches_memory_of(self._ranks)
+        return self._single_copy
+
+    def fits(self, problem: Problem, itemsize: int, algorithm: str) -> bool:
+        """Whether this call runs on the board."""
+        if algorithm not in board_run.ALGORITHMS or not board_run.fits(problem, itemsize, self.single_copy, algorithm):
+            return False
+        if self._on_one_host is None:
+            self._on_one_host = self._transport.shares_memory_with(self._ranks)
+        return self._on_one_host
+
+    def run(self, plan: board_run.Plan, seq: int, fingerprint: bytes, algorithm: str, buffers: dict, combine,
+            timeout: float) -> None:
+        transport = self._transport
+        transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
+        if self._board is None:
+            digest = hashlib.sha256(repr(self._ranks).encode()).hexdigest()[:16]
+            self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{self._group_id}/{digest}",
+                                     self._rank, len(self._ranks), board_run.SLOT_BYTES, transport.job, timeout)
+        ranks, group_id = self._ranks, self._group_id
+
+        def check_peers(missing) -> None:
+            transport.check_call([ranks[m] for m in missing], group_id, seq)
+
+        trace = self._trace
+        start = trace.now() if trace is not None else 0
+        board_run.run(self._board, plan, seq, fingerprint, buffers, combine, timeout, transport.spin_seconds,
+                      not transport.crowded, check_peers, self._group_name, ranks)
+        if trace is not None:
+            trace.complete("collective", plan.problem.collective, start, trace.now(),
+                           {"group": self._group_name, "group_id": group_id, "seq": seq, "algorithm": algorithm,
+                            "call": fp.describe(fingerprint), "board": True})
+
+    def close(self) -> None:
+        if self._board is not None:
+            self._board.close()
+            self._board = None

@@ -1,0 +1,34 @@
+"""Call: one collective as a face hands it to its group (Group.collective)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from meshcomm.algorithms.problem import Problem
+
+
+@dataclass(slots=True)
+class Call:
+    """What to compute (`problem`), on which flat arrays (`buffers`: "input"/"output"), and how to finish.
+
+    `dtype` and `op` are names, as they go into the call's fingerprint; `combine` reduces two arrays (None
+    for collectives that do not reduce); `algorithm` None lets the group choose; `finish` runs after the
+    bytes are in place (copying back, scaling an average) and its value is the Work's result.
+    """
+
+    problem: Problem
+    buffers: dict
+    dtype: str
+    op: str = "none"
+    combine: Callable | None = None
+    algorithm: str | None = None
+    finish: Callable[[], Any] | None = None
+    timeout: float | None = None
+
+    @property
+    def itemsize(self) -> int:
+        sample = self.buffers.get("input")
+        if sample is None:
+            sample = self.buffers.get("output")
+        return sample.itemsize if sample is not None else 1
