@@ -210,8 +210,15 @@ def index_page() -> str:
         names = ", ".join(f"`{name}`" for name in algorithms)
         lines.append(f"| [{collective}](collectives/{collective}.md) | {what} | {names} |")
     lines += [
-        "", "Traces of real jobs (`MESHCOMM_TRACE=dir`, `meshcomm trace merge`) are described in the "
-        "project README, section \"Trace a job\".",
+        "", "## How meshcomm works", "",
+        "- [architecture.md](architecture.md): how the code is organised",
+        "- [launching.md](launching.md): launchers, rendezvous, several hosts, the job token and TLS",
+        "- [transports.md](transports.md): TCP, shared-memory rings, the single copy (`process_vm_readv`), waits",
+        "- [board.md](board.md): the shared-memory board: slots, posts by reference, `direct` and `two_shot`",
+        "- [cost-model.md](cost-model.md): how the algorithm is chosen, `meshcomm tune`, how well it chooses",
+        "- [failures.md](failures.md): timeouts, dead ranks, abort, the flight recorder, `meshcomm doctor`",
+        "- [tools.md](tools.md): `meshcomm bench`, `explain`, `trace` (traces of real jobs) and `sim` in depth",
+        "- [torch-backend.md](torch-backend.md) and [mpi.md](mpi.md): the torch backend and the MPI face",
     ]
     return "\n".join(lines) + "\n"
 
