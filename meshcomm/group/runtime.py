@@ -23,7 +23,7 @@ from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport import header as wire
 from meshcomm.trace.messages import TracedTransport
 from meshcomm.trace.writer import TraceWriter
-from meshcomm.transport.engine import Transport
+from meshcomm.transport.engine import SocketTransport
 from meshcomm.tuner import model
 
 WORLD_NAME = "default_pg"
@@ -56,7 +56,7 @@ class Runtime:
         self.settings = config.settings()
         self.algorithm_override = parse_override(config.get("MESHCOMM_ALGO"), ALGORITHMS)
         self.tuning, self.cores = self._agreed_tuning(PrefixStore("meshcomm/tuner", store))
-        self.transport = Transport(
+        self.transport = SocketTransport(
             rank,
             world_size,
             PrefixStore("meshcomm", store),

@@ -12,33 +12,39 @@ import threading
 
 from meshcomm.trace.writer import TraceWriter
 from meshcomm.transport.handle import Handle
-from meshcomm.transport.header import KIND_COLLECTIVE, KIND_MAILBOX, KIND_P2P, Key
+from meshcomm.transport.header import KIND_COLLECTIVE, KIND_MAILBOX, KIND_P2P, NO_FINGERPRINT, Key
+from meshcomm.transport.interface import Transport
 
 _KINDS = {KIND_P2P: "p2p", KIND_COLLECTIVE: "collective", KIND_MAILBOX: "mpi"}
 
 
-class TracedTransport:
-    def __init__(self, transport, writer: TraceWriter) -> None:
+class TracedTransport(Transport):
+    """`transport`, with an event written for every message it completes."""
+
+    def __init__(self, transport: Transport, writer: TraceWriter) -> None:
         self._transport = transport
         self._writer = writer
         self._local = threading.local()  # each thread records the handles it posted
+        self.rank, self.world_size, self.timeout = transport.rank, transport.world_size, transport.timeout
+        self.host_of, self.link_labels, self.crowded = transport.host_of, transport.link_labels, transport.crowded
 
-    def __getattr__(self, name: str):
-        return getattr(self._transport, name)
-
-    def isend(self, peer: int, payload: memoryview, key: Key, *fingerprint: bytes) -> Handle:
+    def isend(self, peer: int, payload: memoryview, key: Key, fingerprint: bytes = NO_FINGERPRINT,
+              message_bytes: int | None = 0) -> Handle:
         posted = self._writer.now()
-        handle = self._transport.isend(peer, payload, key, *fingerprint)
+        handle = self._transport.isend(peer, payload, key, fingerprint, message_bytes)
         self._pending().append((handle, key, posted))
         self._sweep()
         return handle
 
-    def irecv(self, peer: int | None, buffer: memoryview, key: Key, *fingerprint: bytes) -> Handle:
+    def irecv(self, peer: int | None, buffer: memoryview, key: Key, fingerprint: bytes = NO_FINGERPRINT) -> Handle:
         posted = self._writer.now()
-        handle = self._transport.irecv(peer, buffer, key, *fingerprint)
+        handle = self._transport.irecv(peer, buffer, key, fingerprint)
         self._pending().append((handle, key, posted))
         self._sweep()
         return handle
+
+    def take(self, key: Key) -> tuple[int, bytearray] | None:
+        return self._transport.take(key)
 
     def wait(self, handles: list[Handle], timeout: float | None = None) -> None:
         try:
@@ -54,6 +60,40 @@ class TracedTransport:
         done = self._transport.test(handle)
         self._sweep()
         return done
+
+    # ----- untraced: passed to the wrapped transport
+
+    def check_call(self, peers: list[int], group: int, seq: int) -> None:
+        self._transport.check_call(peers, group, seq)
+
+    def fail_call(self, peers: list[int], group: int, seq: int, reason: int, text: str) -> None:
+        self._transport.fail_call(peers, group, seq, reason, text)
+
+    def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
+        self._transport.tell_peers(peers, reason, peer, text)
+
+    def abort(self, error: Exception, notice: str | None = None) -> None:
+        self._transport.abort(error, notice)
+
+    def raise_if_aborted(self) -> None:
+        self._transport.raise_if_aborted()
+
+    def shares_memory_with(self, ranks) -> bool:
+        return self._transport.shares_memory_with(ranks)
+
+    def reaches_memory_of(self, ranks) -> bool:
+        return self._transport.reaches_memory_of(ranks)
+
+    @property
+    def job(self) -> str:
+        return self._transport.job
+
+    @property
+    def spin_seconds(self) -> float:
+        return self._transport.spin_seconds
+
+    def close(self) -> None:
+        self._transport.close()
 
     def _pending(self) -> list:
         pending = getattr(self._local, "pending", None)

@@ -18,7 +18,7 @@ from meshcomm.errors import AuthenticationError
 from meshcomm.security import auth
 from meshcomm.rendezvous.file_store import FileStore
 from meshcomm.transport import header as wire
-from meshcomm.transport.engine import Transport
+from meshcomm.transport.engine import SocketTransport
 
 TOKEN = b"the-job-token"
 KEY = wire.Key(wire.KIND_P2P, 0, 7, 0)
@@ -41,7 +41,7 @@ class _GatedPair:
         try:
             if rank == 0:
                 assert self._gate.wait(30)
-            self._made[rank] = Transport(rank, 2, FileStore(store_path, timeout=30), TOKEN, 30.0, "127.0.0.1")
+            self._made[rank] = SocketTransport(rank, 2, FileStore(store_path, timeout=30), TOKEN, 30.0, "127.0.0.1")
         except BaseException as exc:  # reported by admit_rank_0
             self._errors.append(exc)
 
