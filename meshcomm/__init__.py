@@ -12,7 +12,7 @@ entry point and for command-line tools.
 import importlib as _importlib
 import sys as _sys
 
-__version__ = "0.1.0"
+from meshcomm._version import __version__
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {

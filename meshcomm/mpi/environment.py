@@ -53,13 +53,13 @@ def Get_version() -> tuple[int, int]:
 
 
 def Get_library_version() -> str:
-    from meshcomm import __version__
+    from meshcomm._version import __version__
 
     return f"meshcomm {__version__} (MPI face)"
 
 
 def get_vendor() -> tuple[str, tuple[int, int, int]]:
-    from meshcomm import __version__
+    from meshcomm._version import __version__
 
     return "meshcomm", tuple(int(part) for part in __version__.split(".")[:3])
 
