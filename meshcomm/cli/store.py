@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from meshcomm.security.auth import job_token
-    from meshcomm.rendezvous.tcp_store import run_store_server
+    from meshcomm.rendezvous.store_server import run_store_server
 
     # Without a token the server itself warns when it listens beyond loopback.
     try:

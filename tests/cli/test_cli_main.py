@@ -61,16 +61,16 @@ def test_importing_the_cli_does_not_import_the_launcher() -> None:
     assert done.stdout.strip() == "False"
 
 
-def fake_tcp_store(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
+def fake_store_server(monkeypatch: pytest.MonkeyPatch) -> list[tuple[object, ...]]:
     calls: list[tuple[object, ...]] = []
-    module = types.ModuleType("meshcomm.rendezvous.tcp_store")
+    module = types.ModuleType("meshcomm.rendezvous.store_server")
     module.run_store_server = lambda host, port, token: calls.append((host, port, token))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "meshcomm.rendezvous.tcp_store", module)
+    monkeypatch.setitem(sys.modules, "meshcomm.rendezvous.store_server", module)
     return calls
 
 
 def test_store_serves_with_the_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = fake_tcp_store(monkeypatch)
+    calls = fake_store_server(monkeypatch)
     monkeypatch.setenv("MESHCOMM_TOKEN", "job-secret")
     assert main(["store", "--port", "29400"]) == 0
     assert calls == [("0.0.0.0", 29400, b"job-secret")]
@@ -79,7 +79,7 @@ def test_store_serves_with_the_token_from_the_environment(monkeypatch: pytest.Mo
 
 
 def test_store_without_token_passes_an_empty_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = fake_tcp_store(monkeypatch)
+    calls = fake_store_server(monkeypatch)
     monkeypatch.delenv("MESHCOMM_TOKEN", raising=False)
     assert main(["store", "--port", "29400"]) == 0
     assert calls == [("0.0.0.0", 29400, b"")]

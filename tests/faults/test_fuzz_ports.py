@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from meshcomm.security import auth
-from meshcomm.rendezvous.tcp_store import MAX_FRAME, SET
+from meshcomm.rendezvous.store_wire import MAX_FRAME, SET
 from tests.cluster import Cluster
 
 TOKEN = "fuzz-token"

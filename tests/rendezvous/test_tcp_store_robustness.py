@@ -12,8 +12,9 @@ import time
 import pytest
 
 from meshcomm.errors import AuthenticationError, PeerLostError, RendezvousError
-from meshcomm.rendezvous import StoreServer, TCPStore, auth
-from meshcomm.rendezvous.tcp_store import MAX_FRAME, SET, encode_frame
+from meshcomm.rendezvous import StoreServer, TCPStore
+from meshcomm.security import auth
+from meshcomm.rendezvous.store_wire import MAX_FRAME, SET, encode_frame
 
 from .conftest import free_port
 

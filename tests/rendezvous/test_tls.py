@@ -13,7 +13,8 @@ import threading
 import pytest
 
 from meshcomm.errors import AuthenticationError
-from meshcomm.rendezvous import TCPStore, auth, tls
+from meshcomm.rendezvous import TCPStore
+from meshcomm.security import auth, tls
 from tests.tls_helpers import client_context, read_over_tls, read_until_closed, self_signed, tls_env
 
 TOKEN = b"tls-test-token"
