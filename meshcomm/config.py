@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-# name -> (default, meaning). The table is the documentation: `meshcomm doctor`
-# and README print it, and no other module reads os.environ for MESHCOMM_*.
+# name -> (default, meaning). This table is the variables' documentation (README's "Settings" points here).
+# Other modules read these settings through get(), not os.environ: mpi/world.py only asks whether any
+# launcher's rank variable (MESHCOMM_RANK among them) is set, and cli/tune.py sets some for its jobs.
 VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_RANK": ("", "this process's global rank (set by `meshcomm run`)"),
     "MESHCOMM_WORLD_SIZE": ("", "number of processes in the job"),

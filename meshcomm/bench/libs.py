@@ -32,7 +32,8 @@ INSTALL_HINTS: dict[str, str] = {
 # ch4 builds such as Debian's ch4:ucx MPICH 4.0.2 accept it and ignore it, and
 # MPICH 4.0 has no ch4 equivalent (MPIR_CVAR_ENABLE_HEAVY_YIELD came later;
 # MPIR_CVAR_ASYNC_PROGRESS adds a polling thread, which is worse on few cores).
-# Measured here, 4 ranks on 2 cores, 8-byte Allreduce: ~8-12 ms with or without it.
+# So it can matter only on ch3 builds: on Debian's ch4 MPICH it changed nothing
+# (benchmarks/results/design-figures-2026-11-25.md).
 MPICH_YIELD_ENV: dict[str, str] = {"MPIR_CVAR_POLLS_BEFORE_YIELD": "1"}
 
 Call = Callable[[], None]

@@ -7,8 +7,9 @@ reduces what it reads. The time is the busiest rank's: board + (published +
 read) bytes x copy + reduced bytes x γ. When the host runs more ranks than
 cores, every rank must be scheduled for each call: a synchronisation then
 costs at least what waking a rank does (crowded_alpha, as a message's fixed
-cost; measured here, a direct 8 KiB all_reduce takes 13 µs on 2 ranks and
-180 µs on 4), and the byte work is stretched by ranks / cores.
+cost: a crowded host's board call costs many times an uncrowded one's;
+benchmarks/results/design-figures-2026-11-25.md), and the byte work is
+stretched by ranks / cores.
 
 A call whose largest contribution does not fit a slot goes by reference
 (when the ranks can read each other's memory), priced as if every member's

@@ -43,18 +43,16 @@ from meshcomm.transport.buffers import byte_view
 
 
 # Bytes one member may publish in a slot of a group's board; larger `direct` calls go by reference
-# when the host allows it (fits), as messages when not. Up to here two copies through a slot and one
-# synchronisation beat one copy by reference and two (measured here on 2 ranks, medians of 8 interleaved
-# runs: all_to_all 256 KiB 30.2 µs in 256 KiB slots against 39.3 with 64 KiB ones, reduce_scatter 28.7
-# against 42.0, broadcast 16.4 against 39.8); beyond, no longer (512 KiB slots, fastest of 3 runs: all_gather
-# 1 MiB, whose posts are 512 KiB, 89.3 µs against 80.3 by reference). The board holds board/segment.py's
-# SLOTS (16) of them per member: 4 MiB, in tmpfs pages touched only when used.
+# when the host allows it (fits), as messages when not. Up to 256 KiB two copies through a slot and one
+# synchronisation beat one copy by reference and two; beyond, they no longer do
+# (benchmarks/results/design-figures-2026-11-25.md). The board holds board/segment.py's SLOTS (16) of them
+# per member: 4 MiB, in tmpfs pages touched only when used.
 SLOT_BYTES = 256 << 10
-# Bytes per second a reader copies out of a poster's memory, a low estimate (4.6-19 GB/s measured here).
+# Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
+# its readers' copy does not go to sleep just before they finish (benchmarks/results/design-figures-2026-11-25.md).
 _READ_RATE = 4e9
 # Elements of a two-shot block are read, reduced and written on in pieces of this many bytes, which stay in
-# the core's cache between the three (measured here, 2 ranks, 64 MiB in place: 64 KiB 13.7-14.1 ms,
-# 256 KiB 10.5-11.2 ms, 1 MiB 15.0-15.3 ms, the whole block at once 18.5 ms).
+# the core's cache between the three: the fastest of the sizes tried (benchmarks/results/design-figures-2026-11-25.md).
 _PIECE_BYTES = 256 << 10
 # The algorithms the board runs: `direct` (one synchronisation, or two by reference) and `two_shot`
 # (always by reference).
@@ -164,8 +162,8 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     """One collective on the board; `between(missing)` raises when a missing member is lost or the call is given up.
 
     `spare_core`: the host has a core per rank, so a poster by reference may spin while its readers copy
-    instead of sleeping (a futex wake-up costs about as much as reading 1 MiB). `peers` maps group ranks
-    to transport ranks (for naming a rank that sent a message instead)."""
+    instead of sleeping: the spin takes no core from anyone and saves a futex wake-up at the end of the call.
+    `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
     me, count, read = plan.me, plan.count, plan.read
     writes = plan.algorithm == "two_shot"
     deadline = time.monotonic() + timeout
@@ -271,7 +269,8 @@ class _Posts:
 
     def copy(self, member: int, start: int, out: np.ndarray) -> None:
         """out = the member's published elements [start, start + out.size)."""
-        # Assignments, not np.copyto: as fast for large arrays, and a quarter of a µs less for small ones.
+        # Assignments, not np.copyto: as fast for large arrays, and faster for small ones, on every board read
+        # (benchmarks/results/design-figures-2026-11-25.md).
         if member == self.me and self.own is not None:
             out[...] = self.own[start : start + out.size]
             return

@@ -141,14 +141,9 @@ _plans: dict[tuple[int, int, int], tuple[Schedule, tuple[_Step, ...]]] = {}
 _PLANS_KEPT = 1024
 
 
-# The steps of all_gather and all_to_all algorithms exchange: a rank sends and
-# receives in the same step, so their large messages go by reference between
-# ranks of one host, and cutting one into pieces only adds the work every piece
-# costs (its header, match, read and count): they go whole. Every other
-# collective cuts its messages: a reduced message lands in cache-sized slots,
-# and a step that only sends streams, where pieces measured faster (a 64 MiB
-# broadcast on 2 ranks: 3.9 ms in 1 MiB pieces, 5.1 ms whole). Both ends of a
-# message cut it alike, as both run the same collective.
+# all_gather's and all_to_all's messages go whole: their steps exchange, so large ones go by reference and
+# pieces would only add per-piece work. The others cut theirs, to reduce in cache-sized slots and to stream
+# (docs/transports.md, "Streaming and chunks"). Both ends cut a message alike: both run the same collective.
 _WHOLE_MESSAGES = ("all_gather", "all_to_all")
 _WHOLE = 1 << 62
 

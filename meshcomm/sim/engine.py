@@ -10,26 +10,28 @@ Replay (`tuner.predict.replay`) runs every rank's schedule on the α-β-γ model
 with a clock per rank; it is exact for the model and costs time and memory
 in proportion to all ranks' operations: fine for every algorithm up to a few
 thousand ranks, and for the trees (O(log n) operations per rank) at 24,576
-ranks within a minute.
+ranks.
 
-A ring has O(n) steps on each of n ranks, so replaying it at 24,576 ranks
-would take hours. Its steps are all alike: in each, every rank sends one
-chunk to its right neighbour and receives one from its left. Under the
-model, a rank's clock then advances each step by the larger of its own step
-cost and its left neighbour's (the message it waits for), and after n steps
-every clock has been held back by the costliest rank of the ring in every
-step, so the call takes the sum over steps of the costliest rank's step. The
-costliest rank is one that receives across a host boundary (when the ring
-spans hosts). `ring_closed_form` computes that sum from one such rank's
-schedule; it matches replay within 5 % (the rounding of chunk sizes; tested
-up to 96 ranks) and is used above REPLAY_LIMIT ranks.
+A ring has O(n) steps on each of n ranks, so replaying it costs O(n²)
+operations, too many at 24,576 ranks. Its steps are all alike: in each,
+every rank sends one chunk to its right neighbour and receives one from its
+left. Under the model, a rank's clock then advances each step by the larger
+of its own step cost and its left neighbour's (the message it waits for),
+and after n steps every clock has been held back by the costliest rank of
+the ring in every step, so the call takes the sum over steps of the
+costliest rank's step. The costliest rank is one that receives across a host
+boundary (when the ring spans hosts). `ring_closed_form` computes that sum
+from one such rank's schedule; it matches replay but for the rounding of
+chunk sizes (within 5 % in tests/sim/test_sim.py) and is used above
+REPLAY_LIMIT ranks.
 
-An all_reduce of fewer elements than ranks leaves most chunks empty, and the
-executor sends nothing for them: each non-empty chunk then travels alone
-around the ring, and the closed form walks those chains instead. It is
-exact for one or two elements (8 bytes: within 6 % of replay) but ignores
-chunks that meet at a rank in the same step, so it underestimates counts in
-between (by up to 31 % at 25 elements on 48 ranks, less on more ranks).
+An all_reduce of fewer elements than ranks leaves n - count chunks empty,
+and the executor sends nothing for them: each non-empty chunk then travels
+alone around the ring, and the closed form walks those chains instead. It is
+exact for one or two elements (8 bytes: within 6 % of replay in
+tests/sim/test_sim.py) but ignores chunks that meet at a rank in the same
+step, so it underestimates larger counts below n, the more so the closer
+they come to n (benchmarks/results/design-figures-2026-11-25.md).
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ def _link(topo: Topology, n: int, other_host: bool) -> tuple[float, float, float
 
 
 def _chunk_chains(problem: Problem, itemsize: int, topo: Topology) -> float:
-    """An all_reduce of fewer elements than ranks: most chunks are empty and send nothing.
+    """An all_reduce of fewer elements than ranks: some chunks are empty and send nothing.
 
     Each non-empty chunk then travels alone around the ring: n - 1 hops that
     reduce it, then n - 1 that pass it on, each hop starting when the chunk

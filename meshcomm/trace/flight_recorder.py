@@ -1,13 +1,14 @@
 """The flight recorder: a small ring of this rank's recent operations, dumped when something goes wrong.
 
-Recording must cost next to nothing on an 8-byte all_reduce (about 65 µs in
-all), so an entry is a plain list appended to a bounded deque and updated in
-place when the operation ends; nothing is formatted until a dump. The
-fingerprint (collective, dtype, op, root, count) is kept as its 16 bytes and
-decoded only when written out. Point-to-point operations are recorded too
-(kind "p2p", their words in place of a fingerprint, no sequence number:
-they are not numbered alike on every rank), so a dump shows a receive that
-never completed.
+Recording must cost next to nothing beside an 8-byte all_reduce, one of the
+cheapest calls (benchmarks/results/design-figures-2026-11-25.md), so an
+entry is a plain list appended to a bounded deque and updated in place when
+the operation ends; nothing is formatted until a dump. The fingerprint
+(collective, dtype, op, root, count) is kept as its 16 bytes and decoded
+only when written out. Point-to-point operations are recorded too (kind
+"p2p", their words in place of a fingerprint, no sequence number: they are
+not numbered alike on every rank), so a dump shows a receive that never
+completed.
 
 A dump is one JSON file per rank, `rank<N>.json` in MESHCOMM_DUMP_DIR, written
 on a timeout, on a lost peer and on SIGUSR1; `meshcomm doctor DIR` lines the

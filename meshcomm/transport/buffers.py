@@ -8,7 +8,8 @@ import numpy as np
 def byte_view(array: np.ndarray) -> memoryview:
     """A flat 'B' memoryview over a contiguous array's bytes (no copy)."""
     try:
-        # Through the buffer protocol: on every call's path, and a fraction of a view's cost (0.16 against 0.40 µs).
+        # Through the buffer protocol: on every call's path, and cheaper than a numpy view
+        # (benchmarks/results/design-figures-2026-11-25.md).
         return memoryview(array).cast("B")
     except (TypeError, ValueError):  # not contiguous, or a dtype the buffer protocol cannot describe (ml_dtypes')
         if not array.flags.c_contiguous:

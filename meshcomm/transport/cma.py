@@ -62,7 +62,8 @@ def address_of(view: memoryview) -> int:
     if not view.nbytes:
         return 0
     if not view.readonly:
-        # Every post and read by reference asks: ctypes answers for a writable buffer in 0.2 µs, numpy in 1.5.
+        # Every post and read by reference asks, and ctypes answers for a writable buffer faster than numpy
+        # (benchmarks/results/design-figures-2026-11-25.md).
         return ctypes.addressof(ctypes.c_char.from_buffer(view))
     return np.frombuffer(view, dtype=np.uint8).ctypes.data
 

@@ -94,8 +94,8 @@ def _rate(raw: dict, name: str, where: str) -> float:
     return float(value)
 
 
-# Measured with `meshcomm tune` on the project's 2-core VM (see README, "Cost model");
-# a machine of another kind should run `meshcomm tune` and point MESHCOMM_TUNING at the file.
+# Measured with `meshcomm tune` on the project's 2-core VM (docs/cost-model.md); a machine of
+# another kind should run `meshcomm tune` and point MESHCOMM_TUNING at the file.
 DEFAULTS = Parameters(
     same_host=Link(alpha=35e-6, beta=0.34e-9),
     other_host=Link(alpha=115e-6, beta=1.0e-9),

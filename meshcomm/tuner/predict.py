@@ -15,7 +15,7 @@ complete, so ranks synchronise only through their messages: a rank that
 waits for a slow sender starts its next step late, one that does not, does
 not. The prediction is the latest clock plus the fixed per-call cost.
 
-Ranks may outnumber cores (2 cores here, 4 or 8 ranks). Then a same-host
+Ranks may outnumber cores (4 or 8 ranks on a 2-core machine). Then a same-host
 message costs crowded_alpha instead of alpha (its receiver has to be
 scheduled, not just woken), and the byte terms of a step (β, γ, copy) are
 stretched by max(1, ranks of that host acting in the step / cores), on the
