@@ -195,8 +195,7 @@ class ShmChannel:
         self._size = mine.ring_bytes
         # Bytes moved per call, published at once: a quarter ring, so a long
         # message streams, the consumer copying one part out while the producer
-        # copies the next in (one copy of all the free space made each side wait
-        # for the other's: a 16 MiB broadcast took 1.4 ms instead of 0.7).
+        # copies the next in (benchmarks/results/design-figures-2026-11-25.md).
         self._part = max(self._size // 4, 4096)
 
     def peer_reads_mine(self) -> bool:
