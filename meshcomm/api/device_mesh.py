@@ -102,7 +102,13 @@ class DeviceMesh:
 
 
 def init_device_mesh(device_type: str, mesh_shape, *, mesh_dim_names=None) -> DeviceMesh:
-    """Lay the world's ranks out row-major in `mesh_shape`; every rank must call this."""
+    """Lay the world's ranks out row-major in `mesh_shape`; every rank must call this.
+
+    As in torch, a process that has not initialized meshcomm yet does so here, from its environment."""
+    if not state.is_initialized():
+        from meshcomm.api.init import init_process_group
+
+        init_process_group()
     rt = state.runtime()
     shape = tuple(int(s) for s in mesh_shape)
     if any(s <= 0 for s in shape) or int(np.prod(shape)) != rt.world_size:
