@@ -25,7 +25,6 @@ from meshcomm.executor import fingerprint as fp
 from meshcomm.group.call import Call
 from meshcomm.group.work import MessageWork, QueuedWork, Work
 from meshcomm.trace.flight_recorder import FlightRecorder
-from meshcomm.transport.buffers import byte_view
 from meshcomm.transport.header import KIND_P2P, Key
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict

@@ -29,7 +29,7 @@ class _GatedPair:
 
     def __init__(self, store_path: Path) -> None:
         self._gate = threading.Event()
-        self._made: dict[int, Transport] = {}
+        self._made: dict[int, SocketTransport] = {}
         self._errors: list[BaseException] = []
         self._threads = [threading.Thread(target=self._start, args=(r, store_path)) for r in (1, 0)]
         for t in self._threads:
@@ -45,7 +45,7 @@ class _GatedPair:
         except BaseException as exc:  # reported by admit_rank_0
             self._errors.append(exc)
 
-    def admit_rank_0(self, cleanup: list[Transport]) -> dict[int, Transport]:
+    def admit_rank_0(self, cleanup: list[SocketTransport]) -> dict[int, SocketTransport]:
         self._gate.set()
         for t in self._threads:
             t.join(60)
@@ -55,7 +55,7 @@ class _GatedPair:
         return self._made
 
 
-def _exchange_works(transports: dict[int, Transport]) -> bool:
+def _exchange_works(transports: dict[int, SocketTransport]) -> bool:
     payload = np.arange(1000, dtype=np.int32)
     out = np.zeros_like(payload)
     recv = transports[1].irecv(0, memoryview(out).cast("B"), KEY)
@@ -71,8 +71,8 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def cleanup() -> Iterator[list[Transport]]:
-    made: list[Transport] = []
+def cleanup() -> Iterator[list[SocketTransport]]:
+    made: list[SocketTransport] = []
     yield made
     for transport in made:
         transport.close()
