@@ -43,7 +43,7 @@ def lines_of(path: Path) -> list[dict]:
 
 def test_checked_run_writes_a_correct_json_line_per_row(tmp_path: Path) -> None:
     out_file = tmp_path / "rows.jsonl"
-    code, out, err = bench("-n", "2", "--colls", "all_reduce,all_gather", "--sizes", "8:4K", "--check",
+    code, out, err = bench("all_reduce,all_gather", "-n", "2", "--sizes", "8:4K", "--check",
                            "--json", str(out_file))
     assert code == 0, out + err
     rows = lines_of(out_file)
@@ -63,7 +63,7 @@ def test_checked_run_writes_a_correct_json_line_per_row(tmp_path: Path) -> None:
 
 def test_algorithm_dtype_and_rooted_collectives_reach_the_ranks(tmp_path: Path) -> None:
     out_file = tmp_path / "rows.jsonl"
-    code, out, err = bench("-n", "3", "--colls", "all_reduce,broadcast,reduce_scatter,gather", "--sizes", "96,4K",
+    code, out, err = bench("all_reduce", "broadcast,reduce_scatter,gather", "-n", "3", "--sizes", "96,4K",
                            "--dtype", "int32", "--op", "max", "--root", "2", "--algo", "ring", "--iters", "3",
                            "--warmup", "1", "--check", "--json", str(out_file))
     assert code == 0, out + err
@@ -76,7 +76,7 @@ def test_algorithm_dtype_and_rooted_collectives_reach_the_ranks(tmp_path: Path) 
 
 def _compare(lib: str, tmp_path: Path) -> list[dict]:
     out_file = tmp_path / "rows.jsonl"
-    code, out, err = bench("-n", "2", "--colls", "all_reduce", "--sizes", "8:1K", "--iters", "20", "--check",
+    code, out, err = bench("all_reduce", "-n", "2", "--sizes", "8:1K", "--iters", "20", "--check",
                            "--compare", lib, "--json", str(out_file), timeout=150)
     assert code == 0, out + err
     assert f"meshcomm/{lib}" in out
@@ -149,8 +149,8 @@ def test_a_reader_that_leaves_stops_the_table_not_the_job(tmp_path) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # nobody will read: the first row written fails with EPIPE
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", "--timeout", "60", "-n", "2",
-                                 "--colls", "all_reduce", "--sizes", "8,1K", "--iters", "5", "--json", str(out)],
+        proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", "all_reduce", "--timeout", "60",
+                                 "-n", "2", "--sizes", "8,1K", "--iters", "5", "--json", str(out)],
                                 stdout=write_end, stderr=subprocess.PIPE, text=True, start_new_session=True)
     finally:
         os.close(write_end)

@@ -131,7 +131,7 @@ def test_a_reader_that_leaves_ends_the_command_as_sigpipe_would_without_a_traceb
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        done = subprocess.run([sys.executable, "-m", "meshcomm", "sim", "--coll", "broadcast", "-n", "2,4",
+        done = subprocess.run([sys.executable, "-m", "meshcomm", "sim", "broadcast", "-n", "2,4",
                                "--sizes", "8,1K"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
     finally:
         os.close(write_end)
