@@ -7,19 +7,7 @@ import tempfile
 
 import pytest
 
-from tests.cluster import Cluster
-
-_clusters: dict[int, Cluster] = {}
-
-
-def get_cluster(size: int) -> Cluster:
-    cluster = _clusters.get(size)
-    if cluster is not None and cluster.broken:
-        cluster.close()
-        cluster = None
-    if cluster is None:
-        cluster = _clusters[size] = Cluster(size)
-    return cluster
+from tests.ranks import Cluster, close_shared_clusters, get_cluster
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -40,9 +28,7 @@ def _temp_dir_of_the_run(tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def _close_clusters():
     yield
-    for cluster in _clusters.values():
-        cluster.close()
-    _clusters.clear()
+    close_shared_clusters()
 
 
 @pytest.fixture(params=[1, 2, 3, 4])

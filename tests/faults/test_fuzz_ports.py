@@ -18,7 +18,7 @@ import pytest
 
 from meshcomm.rendezvous import auth
 from meshcomm.rendezvous.tcp_store import MAX_FRAME, SET
-from tests.cluster import Cluster
+from tests.ranks import Cluster
 
 TOKEN = "fuzz-token"
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.ranks import run_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,11 +18,8 @@ def test_must_show_files_pass_at_one_two_and_three_ranks(tmp_path: Path) -> None
     from meshcomm.mpi.suite.__main__ import MUST_SHOW
 
     report = tmp_path / "report.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    done = subprocess.run(
-        [sys.executable, "-m", "meshcomm.mpi.suite", "-n", "1", "2", "3", "--json", str(report)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1400,
-    )
+    done = run_command([sys.executable, "-m", "meshcomm.mpi.suite", "-n", "1", "2", "3", "--json", str(report)],
+                       cwd=REPO, timeout=1400)
     if done.returncode == 3:
         pytest.skip(f"mpi4py's tests are not cached and PyPI is unreachable: {done.stderr.strip()[-300:]}")
     results = json.loads(report.read_text())["results"]
