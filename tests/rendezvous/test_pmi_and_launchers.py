@@ -166,7 +166,10 @@ def test_real_mpiexec_job_finds_the_store_through_pmi(tmp_path: Path, token: str
     assert sorted(re.findall(r"rank \d+/\d+ sum \d+ (?:TCPStore|PrefixStore)", out)) == [f"rank {r}/3 sum 3 TCPStore" for r in range(3)]
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun (PyTorch) is not installed")
 def test_real_torchrun_job_uses_the_agents_torch_store(tmp_path: Path) -> None:
-    out = _run(["torchrun", "--standalone", "--nproc-per-node=2", "--no-python"], tmp_path, {"OMP_NUM_THREADS": "1"})
+    # torchrun as this interpreter's module, not whichever `torchrun` is on PATH: the ranks run this
+    # interpreter, and they need torch (the agent's store is torch's).
+    pytest.importorskip("torch", reason=f"torch is not installed for {sys.executable}")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--no-python"]
+    out = _run(torchrun, tmp_path, {"OMP_NUM_THREADS": "1"})
     assert sorted(re.findall(r"rank \d+/\d+ sum \d+ (?:TCPStore|PrefixStore)", out)) == [f"rank {r}/2 sum 1 PrefixStore" for r in range(2)]
