@@ -96,7 +96,7 @@ def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int)
     ]
 
 
-def test_public_names_are_those_the_issue_lists_and_all_exist() -> None:
+def test_the_public_names_of_the_face_all_exist() -> None:
     from meshcomm import MPI
 
     assert all(hasattr(MPI, name) for name in MPI.__all__)
