@@ -1,4 +1,17 @@
-"""Shared fixtures: one cluster of real rank processes per world size, reused across tests; a temp dir of the run's own."""
+"""Shared fixtures: one cluster of real rank processes per world size, reused across tests; a temp dir of the run's own.
+
+Running the tests:
+
+    python -m pytest                  # everything, the slow tests included
+    python -m pytest -m "not slow"    # a quick run: leaves out the tests marked slow
+
+`slow` marks the tests that take more than about 5 s each on a 2-core machine
+(whole jobs under launchers, fault scenarios that wait out a timeout, the
+mpi4py suite). Nothing is left out by default.
+
+Every test that needs running ranks starts them through tests/ranks.py, which
+bounds every wait and reaps every process it started.
+"""
 
 from __future__ import annotations
 

@@ -76,6 +76,7 @@ def _compare(lib: str, tmp_path: Path) -> list[dict]:
     return lines_of(out_file)
 
 
+@pytest.mark.slow
 def test_compare_with_gloo(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
     rows = _compare("gloo", tmp_path)

@@ -29,6 +29,7 @@ def _run(library: str, world_size: int, out_dir: Path) -> list[dict]:
     return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(world_size)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_same_results_as_gloo(tmp_path, world_size):
     gloo = _run("torch", world_size, tmp_path / "gloo")

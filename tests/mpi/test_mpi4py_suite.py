@@ -13,6 +13,7 @@ from tests.ranks import run_command
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_core_files_pass_at_one_two_and_three_ranks(tmp_path: Path) -> None:
     from meshcomm.mpi.suite.__main__ import CORE_FILES

@@ -63,6 +63,7 @@ def test_namespaces_are_removed_after_use() -> None:
     assert not any(name in listed.split() for name in names)
 
 
+@pytest.mark.slow
 def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
     # The link is cut, not closed: no FIN or RST reaches the survivor, only silence.
     program = os.path.join(os.path.dirname(__file__), "link_down_program.py")

@@ -28,17 +28,20 @@ def meshcomm_run() -> list[tuple[int, float]]:
     return _losses([sys.executable, "-m", "meshcomm", "run", "-n", "4", str(EXAMPLE), "--steps", STEPS])
 
 
+@pytest.mark.slow
 def test_example_trains_under_meshcomm_run(meshcomm_run):
     assert [step for step, _ in meshcomm_run] == [1, 50, 60]
     assert meshcomm_run[-1][1] < meshcomm_run[0][1] / 4
 
 
+@pytest.mark.slow
 def test_example_gives_the_same_losses_under_torchrun(meshcomm_run):
     torchrun = _losses([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
                         "--master-port", str(free_port()), str(EXAMPLE), "--steps", STEPS])
     assert torchrun == meshcomm_run
 
 
+@pytest.mark.slow
 def test_ranks_started_by_torch_multiprocessing_spawn():
     program = Path(__file__).with_name("spawn_program.py")
     done = run_command([sys.executable, str(program), "2", str(free_port())], timeout=120)
