@@ -41,7 +41,6 @@ def test_example_gives_the_same_losses_under_torchrun(meshcomm_run):
     assert torchrun == meshcomm_run
 
 
-@pytest.mark.slow
 def test_ranks_started_by_torch_multiprocessing_spawn():
     program = Path(__file__).with_name("spawn_program.py")
     done = run_command([sys.executable, str(program), "2", str(free_port())], timeout=120)
