@@ -1,4 +1,17 @@
-"""Shared fixtures: one cluster of real rank processes per world size, reused across tests; a temp dir of the run's own."""
+"""Shared fixtures: one cluster of real rank processes per world size, reused across tests; a temp dir of the run's own.
+
+Running the tests:
+
+    python -m pytest                  # everything, the slow tests included
+    python -m pytest -m "not slow"    # a quick run: leaves out the tests marked slow
+
+`slow` marks the tests that take more than about 5 s each on a 2-core machine
+(whole jobs under launchers, fault scenarios that wait out a timeout, the
+mpi4py suite). Nothing is left out by default.
+
+Every test that needs running ranks starts them through tests/ranks.py, which
+bounds every wait and reaps every process it started.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +20,7 @@ import tempfile
 
 import pytest
 
-from tests.cluster import Cluster
-
-_clusters: dict[int, Cluster] = {}
-
-
-def get_cluster(size: int) -> Cluster:
-    cluster = _clusters.get(size)
-    if cluster is not None and cluster.broken:
-        cluster.close()
-        cluster = None
-    if cluster is None:
-        cluster = _clusters[size] = Cluster(size)
-    return cluster
+from tests.ranks import Cluster, close_shared_clusters, get_cluster
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -40,9 +41,7 @@ def _temp_dir_of_the_run(tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def _close_clusters():
     yield
-    for cluster in _clusters.values():
-        cluster.close()
-    _clusters.clear()
+    close_shared_clusters()
 
 
 @pytest.fixture(params=[1, 2, 3, 4])

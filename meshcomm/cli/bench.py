@@ -37,8 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.allow_abbrev = False
     parser.add_argument("-n", "--nproc-per-node", dest="nproc", type=argtypes.positive_int, default=2, metavar="N",
                         help="ranks on this host (default 2)")
-    parser.add_argument("--colls", type=_names(COLLECTIVES), default=["all_reduce"], metavar="C1,C2",
-                        help=f"collectives to time (default all_reduce): {', '.join(COLLECTIVES)}")
+    parser.add_argument("collectives", nargs="*", type=_names(COLLECTIVES), default=[], metavar="COLLECTIVE",
+                        help="collectives to time, comma- and/or space-separated (default all_reduce): "
+                             f"{', '.join(COLLECTIVES)}")
+    parser.add_argument("--colls", type=_names(COLLECTIVES), default=None, metavar="C1,C2",
+                        help="the same as COLLECTIVE, as an option (the older spelling); not both")
     parser.add_argument("--sizes", type=_sizes, default="8:64M", metavar="MIN:MAX | S1,S2",
                         help="message sizes in bytes, K/M/G suffixes: MIN:MAX doubles from MIN to MAX, "
                              "or a comma list (default 8:64M); the size is nccl-tests' (the larger buffer)")
@@ -70,11 +73,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "broadcast and reduce 1). MPICH runs under mpiexec; meshcomm and gloo under meshcomm run.")
 
 
+def collectives(args: argparse.Namespace) -> list[str]:
+    """The collectives given as COLLECTIVE words or with --colls (not both); all_reduce if neither."""
+    if args.collectives and args.colls is not None:
+        raise UsageError("argument --colls: not allowed with argument COLLECTIVE (name the collectives once)")
+    chosen = [name for names in args.collectives for name in names] or args.colls or ["all_reduce"]
+    return list(dict.fromkeys(chosen))
+
+
 def run(args: argparse.Namespace) -> int:
     import importlib.util
 
     from meshcomm.bench import report, runner
 
+    args.colls = collectives(args)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise UsageError(report.VIZ_HINT)
     if args.root >= args.nproc:

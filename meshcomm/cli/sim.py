@@ -32,7 +32,10 @@ def _sizes(text: str) -> list[int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.allow_abbrev = False
-    parser.add_argument("--coll", default="all_reduce", metavar="C", help="the collective (default all_reduce)")
+    parser.add_argument("collective", nargs="?", default=None, metavar="COLLECTIVE",
+                        help="the collective (default all_reduce)")
+    parser.add_argument("--coll", default=None, metavar="C",
+                        help="the same as COLLECTIVE, as an option (the older spelling); not both")
     parser.add_argument("--algos", default=None, metavar="A1,A2",
                         help="algorithms to compare (default: every algorithm of the collective)")
     parser.add_argument("-n", "--ranks", type=_int_list, default=[2, 4, 8], metavar="N1,N2",
@@ -57,8 +60,13 @@ def run(args: argparse.Namespace) -> int:
     from meshcomm.sim import simulate
     from meshcomm.sim.topology import UnknownTopology, topology
 
+    if args.collective is not None and args.coll is not None:
+        raise UsageError("argument --coll: not allowed with argument COLLECTIVE (name the collective once)")
+    spelling = "--coll" if args.coll is not None else "COLLECTIVE"
+    args.coll = args.coll or args.collective or "all_reduce"
     if args.coll not in ALGORITHMS:
-        raise UsageError(f"argument --coll: unknown collective {args.coll!r}; choose one of: {', '.join(ALGORITHMS)}")
+        raise UsageError(f"argument {spelling}: unknown collective {args.coll!r}; "
+                         f"choose one of: {', '.join(ALGORITHMS)}")
     known = ALGORITHMS[args.coll]
     algos = list(known) if args.algos is None else [a.strip() for a in args.algos.split(",") if a.strip()]
     unknown = [a for a in algos if a not in known]

@@ -46,7 +46,7 @@ def chosen_schedule_names() -> list[str]:
 
 
 def test_runtime_reads_the_override_from_the_environment() -> None:
-    from tests.cluster import Cluster
+    from tests.ranks import Cluster
 
     cluster = Cluster(2, env={"MESHCOMM_ALGO": "all_reduce:ring"})
     try:

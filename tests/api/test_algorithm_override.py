@@ -7,7 +7,7 @@ import pytest
 
 import meshcomm as dist
 from meshcomm import ReduceOp
-from tests.cluster import Cluster
+from tests.ranks import Cluster
 
 # One override per cluster; each names at most one algorithm per collective.
 OVERRIDES = {

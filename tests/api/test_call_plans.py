@@ -9,7 +9,7 @@ import pytest
 import meshcomm as dist
 from meshcomm import ReduceOp
 from tests.api.test_validation import EXPECTED, _message
-from tests.conftest import get_cluster
+from tests.ranks import get_cluster
 
 
 def kept_plans(group=None) -> int:
@@ -152,7 +152,7 @@ def plans_under_debug() -> int:
 
 
 def test_no_plan_is_kept_under_meshcomm_debug_so_every_call_prints_its_choice() -> None:
-    from tests.cluster import Cluster
+    from tests.ranks import Cluster
 
     cluster = Cluster(2, env={"MESHCOMM_DEBUG": "INFO"})
     try:

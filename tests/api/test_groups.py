@@ -121,7 +121,7 @@ def test_new_subgroups_and_split_group(cluster):
 
 @pytest.mark.parametrize("size", [4, 8])
 def test_two_dimensional_device_mesh(size):
-    from tests.conftest import get_cluster
+    from tests.ranks import get_cluster
 
     results = get_cluster(size).run(device_mesh_2d)
     half = size // 2

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meshcomm as dist
-from tests.conftest import get_cluster
+from tests.ranks import get_cluster
 
 DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
           np.float16, np.float32, np.float64, np.complex64, np.complex128]

@@ -1,8 +1,8 @@
 """`meshcomm bench` for real: ranks started, rows checked, JSON written; gloo and MPICH beside it where installed.
 
-Every run is a subprocess with a deadline; on timeout it gets SIGTERM (the
-launcher forwards it to its ranks and reaps them, mpiexec stops its own),
-then SIGKILL, and is always reaped. Nothing here asserts a time.
+Every run is a subprocess with a deadline (tests.ranks); on timeout it gets
+SIGTERM (the launcher forwards it to its ranks and reaps them, mpiexec stops
+its own), then SIGKILL, and is always reaped. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -18,23 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.ranks import run_meshcomm, started
+
 FIELDS = {"lib", "coll", "ranks", "bytes", "time_us", "algbw_GBps", "busbw_GBps", "dtype", "op", "algo", "wrong"}
 
 
 def bench(*args: str, timeout: float = 90) -> tuple[int, str, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", "--timeout", "60", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-        pytest.fail(f"meshcomm bench {' '.join(args)} did not finish in {timeout} s:\n{out}\n{err}")
-    return proc.returncode, out, err
+    done = run_meshcomm("bench", *args, "--timeout", "60", timeout=timeout, grace=20)
+    if done.timed_out:
+        pytest.fail(f"meshcomm bench {' '.join(args)} did not finish in {timeout} s:\n{done.output}")
+    return done.returncode, done.stdout, done.stderr
 
 
 def lines_of(path: Path) -> list[dict]:
@@ -43,7 +36,7 @@ def lines_of(path: Path) -> list[dict]:
 
 def test_checked_run_writes_a_correct_json_line_per_row(tmp_path: Path) -> None:
     out_file = tmp_path / "rows.jsonl"
-    code, out, err = bench("-n", "2", "--colls", "all_reduce,all_gather", "--sizes", "8:4K", "--check",
+    code, out, err = bench("all_reduce,all_gather", "-n", "2", "--sizes", "8:4K", "--check",
                            "--json", str(out_file))
     assert code == 0, out + err
     rows = lines_of(out_file)
@@ -63,7 +56,7 @@ def test_checked_run_writes_a_correct_json_line_per_row(tmp_path: Path) -> None:
 
 def test_algorithm_dtype_and_rooted_collectives_reach_the_ranks(tmp_path: Path) -> None:
     out_file = tmp_path / "rows.jsonl"
-    code, out, err = bench("-n", "3", "--colls", "all_reduce,broadcast,reduce_scatter,gather", "--sizes", "96,4K",
+    code, out, err = bench("all_reduce", "broadcast,reduce_scatter,gather", "-n", "3", "--sizes", "96,4K",
                            "--dtype", "int32", "--op", "max", "--root", "2", "--algo", "ring", "--iters", "3",
                            "--warmup", "1", "--check", "--json", str(out_file))
     assert code == 0, out + err
@@ -76,13 +69,14 @@ def test_algorithm_dtype_and_rooted_collectives_reach_the_ranks(tmp_path: Path) 
 
 def _compare(lib: str, tmp_path: Path) -> list[dict]:
     out_file = tmp_path / "rows.jsonl"
-    code, out, err = bench("-n", "2", "--colls", "all_reduce", "--sizes", "8:1K", "--iters", "20", "--check",
+    code, out, err = bench("all_reduce", "-n", "2", "--sizes", "8:1K", "--iters", "20", "--check",
                            "--compare", lib, "--json", str(out_file), timeout=150)
     assert code == 0, out + err
     assert f"meshcomm/{lib}" in out
     return lines_of(out_file)
 
 
+@pytest.mark.slow
 def test_compare_with_gloo(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
     rows = _compare("gloo", tmp_path)
@@ -117,9 +111,8 @@ def test_sigterm_stops_the_sweep_and_its_ranks(rival: str) -> None:
         pytest.skip("MPICH and mpi4py are not installed")
     marker = "61.25"  # a --timeout no other run uses, to find this run's ranks
     args = ["-n", "2", "--sizes", "8:64M", "--timeout", marker, "--lib", rival]
-    proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+    with started([sys.executable, "-m", "meshcomm", "bench", *args], stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True, grace=0) as proc:
         deadline = time.monotonic() + 60
         while not _workers_with(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -131,10 +124,6 @@ def test_sigterm_stops_the_sweep_and_its_ranks(rival: str) -> None:
         while _workers_with(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _workers_with(marker) == []
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
 
 
 def _has(module: str) -> bool:
@@ -149,17 +138,11 @@ def test_a_reader_that_leaves_stops_the_table_not_the_job(tmp_path) -> None:
     read_end, write_end = os.pipe()
     os.close(read_end)  # nobody will read: the first row written fails with EPIPE
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "meshcomm", "bench", "--timeout", "60", "-n", "2",
-                                 "--colls", "all_reduce", "--sizes", "8,1K", "--iters", "5", "--json", str(out)],
-                                stdout=write_end, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        done = run_meshcomm("bench", "all_reduce", "--timeout", "60", "-n", "2", "--sizes", "8,1K", "--iters", "5",
+                        "--json", str(out), stdout=write_end, timeout=90, grace=0)
     finally:
         os.close(write_end)
-    try:
-        _, err = proc.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("meshcomm bench with its reader gone did not finish in 90 s")
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err
+    assert not done.timed_out, "meshcomm bench with its reader gone did not finish in 90 s"
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
     assert [row["bytes"] for row in lines_of(out)] == [8, 1024]

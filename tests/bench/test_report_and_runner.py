@@ -96,7 +96,7 @@ def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["--sizes", "64M:8"], "MIN <= MAX"), (["--colls", "all_reduce,allgather"], "comma-separated list of"),
+    [(["--sizes", "64M:8"], "MIN <= MAX"), (["all_reduce,allgather"], "comma-separated list of"),
      (["-n", "2", "--root", "2"], r"--root must be in \[0, 2\)"), (["--algo", "chain"], "none of all_reduce")],
 )
 def test_bad_arguments_exit_2_with_the_rule(argv: list[str], message: str, capsys) -> None:

@@ -11,7 +11,7 @@ from meshcomm import ReduceOp
 from meshcomm.errors import CollectiveMismatchError
 from meshcomm.board.run import _PIECE_BYTES
 from meshcomm.board.run import SLOT_BYTES as BOARD_SLOT_BYTES
-from tests.cluster import Cluster
+from tests.ranks import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board
 # One element more than a slot holds: on the board by reference when ranks can read each other's memory

@@ -13,6 +13,7 @@ from importlib import metadata
 import pytest
 
 from meshcomm.cli.main import SUBCOMMANDS, main
+from tests.ranks import fresh_job_env, run_meshcomm, started
 
 
 def test_every_registered_subcommand_module_has_add_arguments_and_run() -> None:
@@ -51,7 +52,7 @@ def test_console_script_points_at_main() -> None:
 
 
 def test_python_dash_m_meshcomm_runs_the_cli() -> None:
-    done = subprocess.run([sys.executable, "-m", "meshcomm", "--help"], check=False, capture_output=True, text=True, timeout=60)
+    done = run_meshcomm("--help", timeout=60)
     assert done.returncode == 0 and "run" in done.stdout and "store" in done.stdout
 
 
@@ -90,24 +91,16 @@ def test_store_subcommand_serves_real_clients_until_interrupted() -> None:
     from meshcomm.rendezvous import TCPStore
 
     port = free_port()
-    env = {**os.environ, "MESHCOMM_TOKEN": "cli-secret"}
     # A shell that starts a job in the background without job control has it ignore
     # SIGINT, and children inherit that; the store must see Ctrl-C as a terminal sends it.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "meshcomm", "store", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
+    with started([sys.executable, "-m", "meshcomm", "store", "--host", "127.0.0.1", "--port", str(port)],
+                 env=fresh_job_env({"MESHCOMM_TOKEN": "cli-secret"}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as proc:
         with TCPStore("127.0.0.1", port, timeout=20, token=b"cli-secret") as client:
             client.set("k", b"v")
             assert client.get("k", timeout=5) == b"v"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
     assert proc.returncode == 130, err
     assert b"Traceback" not in err
 
@@ -131,8 +124,7 @@ def test_a_reader_that_leaves_ends_the_command_as_sigpipe_would_without_a_traceb
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        done = subprocess.run([sys.executable, "-m", "meshcomm", "sim", "--coll", "broadcast", "-n", "2,4",
-                               "--sizes", "8,1K"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+        done = run_meshcomm("sim", "broadcast", "-n", "2,4", "--sizes", "8,1K", stdout=write_end, timeout=60)
     finally:
         os.close(write_end)
     assert done.returncode == 128 + signal.SIGPIPE

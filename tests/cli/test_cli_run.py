@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from meshcomm.cli.main import main
+from tests.ranks import run_meshcomm
 
 PRINT_RANK = """import os, sys
 print(f"rank={os.environ['RANK']} size={os.environ['WORLD_SIZE']} local={os.environ['LOCAL_RANK']} "
@@ -82,10 +82,7 @@ def test_module_form_runs_python_dash_m(
 
 
 def test_python_dash_m_meshcomm_run(rank_script: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "meshcomm", "run", "-n", "3", rank_script],
-        check=False, capture_output=True, text=True, timeout=60,
-    )
+    done = run_meshcomm("run", "-n", "3", rank_script, timeout=60)
     assert done.returncode == 0, done.stderr
     assert sorted(rank_lines(done.stdout)) == [0, 1, 2]
 
@@ -97,10 +94,7 @@ def test_failing_rank_through_the_cli(tmp_path: Path) -> None:
                     "    print('bad input', file=sys.stderr)\n"
                     "    sys.exit(3)\n"
                     "time.sleep(60)\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "meshcomm", "run", "-n", "3", str(path)],
-        check=False, capture_output=True, text=True, timeout=60,
-    )
+    done = run_meshcomm("run", "-n", "3", str(path), timeout=60)
     assert done.returncode == 3
     assert "meshcomm run: rank 1 (local rank 1" in done.stderr and "failed first: exit code 3" in done.stderr
     assert "    [rank1]: bad input" not in done.stderr and "\n    bad input" in done.stderr

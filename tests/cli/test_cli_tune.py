@@ -33,6 +33,7 @@ def test_tune_needs_two_ranks(capsys: pytest.CaptureFixture[str]) -> None:
     assert "-n must be at least 2" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_tune_with_choices_records_the_fastest_algorithm_per_collective_and_size(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(tmp_path / "tuning.json")

@@ -8,14 +8,12 @@ agree with an independent implementation.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cluster import free_port
+from tests.ranks import free_port, fresh_job_env, run_command
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
@@ -23,15 +21,15 @@ PROGRAM = Path(__file__).with_name("torch_program.py")
 
 
 def _run(library: str, world_size: int, out_dir: Path) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MESHCOMM_", "RANK", "WORLD_SIZE"))}
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1")
+    env = fresh_job_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "OMP_NUM_THREADS": "1"})
     out_dir.mkdir()
-    done = subprocess.run([sys.executable, str(PROGRAM), library, str(world_size), str(out_dir)],
-                          env=env, capture_output=True, text=True, timeout=240)
+    done = run_command([sys.executable, str(PROGRAM), library, str(world_size), str(out_dir)], env=env,
+                       timeout=240)
     assert done.returncode == 0, f"{library} run failed:\n{done.stdout}\n{done.stderr}"
     return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in range(world_size)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_same_results_as_gloo(tmp_path, world_size):
     gloo = _run("torch", world_size, tmp_path / "gloo")

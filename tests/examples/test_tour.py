@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cluster import fresh_job_env
+from tests.ranks import run_meshcomm
 
 TOUR = Path(__file__).resolve().parents[2] / "examples" / "tour.py"
 
 
 @pytest.mark.parametrize("ranks", [1, 3])
 def test_the_tour_prints_each_section_whole_and_right(ranks) -> None:
-    env = fresh_job_env()
-    done = subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", str(ranks), "--no-prefix", str(TOUR)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = run_meshcomm("run", "-n", str(ranks), "--no-prefix", str(TOUR), timeout=120)
     assert done.returncode == 0, f"the tour failed:\n{done.stdout}\n{done.stderr}"
     sections = re.split(r"\n== ", "\n" + done.stdout.strip())
     assert sections[-1].endswith("barrier passed: every rank reached the end of the tour")

@@ -14,7 +14,7 @@ import numpy as np
 from meshcomm.algorithms.schedule import Recv, RecvReduce, Schedule, Send, Slice
 from meshcomm.executor import executor
 from meshcomm.executor.reduce_ops import combiner
-from tests.conftest import get_cluster
+from tests.ranks import get_cluster
 
 CHUNK = 4096  # bytes: small pieces, so each message below is many of them
 COUNT = 10_000  # float32 elements per message: 10 pieces, more than the executor's slots

@@ -1,21 +1,20 @@
-"""Runs a fault scenario as plain rank processes (no launcher, which would stop the survivors
-itself), every process bounded and reaped, and collects what each rank reported."""
+"""Runs a fault scenario as plain rank processes (tests.ranks.run_program: no launcher, which would stop the
+survivors itself), every process bounded and reaped, and collects what each rank reported."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.cluster import free_port
+from tests.ranks import free_port, fresh_job_env, run_program, started
 
 PROGRAM = Path(__file__).with_name("fault_program.py")
-REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -62,41 +61,25 @@ def run_scenario(
     job_id = f"fault{uuid.uuid4().hex[:10]}"
     mark = tmp_path / f"{job_id}.killed"
     dump_dir = tmp_path / f"{job_id}-dumps"
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
-    base.update(
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")])),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(nranks),
+    variables = dict(
         MESHCOMM_TOKEN=f"token-{job_id}", MESHCOMM_TRANSPORT=transport, MESHCOMM_JOB_ID=job_id,
-        MESHCOMM_DUMP_DIR=str(dump_dir), FAULT_TIMEOUT=str(timeout), FAULT_MARK=str(mark),
+        MESHCOMM_DUMP_DIR=str(dump_dir), FAULT_TIMEOUT=str(timeout), FAULT_MARK=str(mark), **(env or {}),
     )
-    base.update(env or {})
-    store = None
-    if scenario == "store":
-        store = subprocess.Popen([sys.executable, "-m", "meshcomm", "store", "--port", base["MASTER_PORT"]],
-                                 env=base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        base.update(MESHCOMM_STORE="external", FAULT_STORE_PID=str(store.pid))
-    args = [sys.executable, str(PROGRAM), scenario, collective, str(victim), other]
-    procs = [subprocess.Popen(args, env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(nranks)]
-    deadline = time.monotonic() + bound
-    outputs = []
-    try:
-        for proc in procs:
-            try:
-                outputs.append(proc.communicate(timeout=max(deadline - time.monotonic(), 0.1)))
-            except subprocess.TimeoutExpired:
-                outputs.append(("", "HUNG: killed by the harness"))
-    finally:
-        for proc in [*procs, *([store] if store else [])]:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+    with contextlib.ExitStack() as stack:
+        if scenario == "store":
+            port = str(free_port())
+            store = stack.enter_context(started([sys.executable, "-m", "meshcomm", "store", "--port", port],
+                                                env=fresh_job_env(variables), grace=0,
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            variables.update(MASTER_PORT=port, MESHCOMM_STORE="external", FAULT_STORE_PID=str(store.pid))
+        exits = run_program(PROGRAM, nranks, [scenario, collective, str(victim), other], env=variables,
+                            timeout=bound)
     outcomes = []
-    for rank, (proc, (out, err)) in enumerate(zip(procs, outputs)):
-        lines = [line for line in (out or "").splitlines() if line.startswith("RESULT ")]
+    for rank, done in enumerate(exits):
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         result = json.loads(lines[-1][len("RESULT "):]) if lines else None
-        outcomes.append(Outcome(rank, proc.returncode, result, err or ""))
+        stderr = done.stderr + ("\nHUNG: killed by the harness at the deadline" if done.timed_out else "")
+        outcomes.append(Outcome(rank, done.returncode, result, stderr))
     kill_time = float(mark.read_text()) if mark.exists() else None
     leftovers = [name for name in os.listdir("/dev/shm") if job_id in name] if os.path.isdir("/dev/shm") else []
     return Run(outcomes, kill_time, job_id, dump_dir, leftovers)

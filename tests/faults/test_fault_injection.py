@@ -64,6 +64,7 @@ def test_wrong_dtype_or_size_on_one_rank_is_named(tmp_path, scenario, collective
         assert words in outcome.message
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(100)
 def test_a_rank_that_never_arrives_is_named_by_the_timeout(tmp_path) -> None:
     run = run_scenario(tmp_path, 3, "never", "all_reduce", 2, timeout=3)
@@ -84,6 +85,7 @@ def test_abort_on_one_rank_unblocks_the_others(tmp_path) -> None:
         assert "rank 1" in outcome.message and "abort" in outcome.message
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(100)
 def test_a_dead_store_stops_neither_collectives_nor_a_timeout_report(tmp_path) -> None:
     run = run_scenario(tmp_path, 3, "store", "all_reduce", 2, timeout=3)
@@ -134,6 +136,7 @@ def test_a_rank_running_the_call_as_messages_is_caught_by_a_rank_on_the_board(tm
         assert "16385 elements" in outcome.message
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(100)
 def test_a_rank_that_never_arrives_at_the_board_is_named(tmp_path) -> None:
     run = run_scenario(tmp_path, 3, "never", "all_reduce", 2, timeout=3, env=BOARD)

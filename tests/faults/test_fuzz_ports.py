@@ -18,7 +18,7 @@ import pytest
 
 from meshcomm.security import auth
 from meshcomm.rendezvous.store_wire import MAX_FRAME, SET
-from tests.cluster import Cluster
+from tests.ranks import Cluster
 
 TOKEN = "fuzz-token"
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.ranks import fresh_job_env, run_meshcomm, started
+
 RANK = """
     import os, subprocess, time
     child = subprocess.Popen(["sleep", "30"])
@@ -46,22 +48,14 @@ def test_signal_to_launcher_stops_and_reaps_every_rank(
     running: Callable[[int], bool],
 ) -> None:
     path = script("rank.py", RANK)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "meshcomm", "run", "-n", "3", "--no-prefix", path],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    with started([sys.executable, "-m", "meshcomm", "run", "-n", "3", "--no-prefix", path],
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         # Without prefixes the ranks' bytes may interleave, even within a line.
         text = "".join(read_lines(proc, 3, timeout=30))
         pids = [(int(rank), int(child)) for rank, child in re.findall(r"pids=(\d+),(\d+);", text)]
         assert len(pids) == 3, text
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
     assert proc.returncode == 128 + sig
     assert f"received {sig.name}" in err.decode()
     for rank_pid, grandchild_pid in pids:
@@ -72,20 +66,12 @@ def test_signal_to_launcher_stops_and_reaps_every_rank(
 
 def test_launcher_whose_reader_went_away_ends_instead_of_draining_forever() -> None:
     endless = "while True: print('y' * 100)"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "meshcomm", "run", "-n", "2", "--", sys.executable, "-c", endless],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    with started([sys.executable, "-m", "meshcomm", "run", "-n", "2", "--", sys.executable, "-c", endless],
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None
         assert proc.stdout.read(1000)
         proc.stdout.close()  # like `| head` exiting
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
     assert proc.returncode != 0
     assert b"failed first" in err
 
@@ -103,12 +89,9 @@ def test_second_ctrl_c_kills_ranks_without_waiting_for_the_grace_period(
     script: Callable[[str, str], str], exists: Callable[[int], bool]
 ) -> None:
     path = script("stubborn.py", STUBBORN_RANK)
-    env = {**os.environ, "MESHCOMM_KILL_GRACE": "600"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "meshcomm", "run", "-n", "2", "--no-prefix", path],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-    )
-    try:
+    env = fresh_job_env({"MESHCOMM_KILL_GRACE": "600"})
+    with started([sys.executable, "-m", "meshcomm", "run", "-n", "2", "--no-prefix", path],
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
         # Without prefixes the two ranks' bytes may interleave, even within a line.
         pids = [int(pid) for pid in re.findall(r"pid=(\d+);", "".join(read_lines(proc, 2, timeout=30)))]
         assert len(pids) == 2, pids
@@ -118,18 +101,12 @@ def test_second_ctrl_c_kills_ranks_without_waiting_for_the_grace_period(
         assert "".join(read_lines(proc, 2, timeout=30)) == "got SIGINT" * 2
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
     assert proc.returncode == 130, err
     assert not any(exists(pid) for pid in pids)
 
 
 def test_bad_kill_grace_variable_is_a_clear_error(script: Callable[[str, str], str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "meshcomm", "run", script("noop.py", "pass\n")],
-        check=False, capture_output=True, text=True, timeout=60, env={**os.environ, "MESHCOMM_KILL_GRACE": "-1"},
-    )
+    done = run_meshcomm("run", script("noop.py", "pass\n"), env=fresh_job_env({"MESHCOMM_KILL_GRACE": "-1"}),
+                    timeout=60)
     assert done.returncode == 2
     assert "MESHCOMM_KILL_GRACE must be >= 0 seconds, got -1.0" in done.stderr

@@ -1,32 +1,30 @@
-"""mpi4py's own tests (the must-show files) pass on meshcomm.MPI at 1, 2 and 3 ranks."""
+"""mpi4py's own tests (the files the suite's default run covers) pass on meshcomm.MPI at 1, 2 and 3 ranks."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.ranks import run_command
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_must_show_files_pass_at_one_two_and_three_ranks(tmp_path: Path) -> None:
-    from meshcomm.mpi.suite.__main__ import MUST_SHOW
+def test_core_files_pass_at_one_two_and_three_ranks(tmp_path: Path) -> None:
+    from meshcomm.mpi.suite.__main__ import CORE_FILES
 
     report = tmp_path / "report.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    done = subprocess.run(
-        [sys.executable, "-m", "meshcomm.mpi.suite", "-n", "1", "2", "3", "--json", str(report)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1400,
-    )
+    done = run_command([sys.executable, "-m", "meshcomm.mpi.suite", "-n", "1", "2", "3", "--json", str(report)],
+                       cwd=REPO, timeout=1400)
     if done.returncode == 3:
         pytest.skip(f"mpi4py's tests are not cached and PyPI is unreachable: {done.stderr.strip()[-300:]}")
     results = json.loads(report.read_text())["results"]
-    assert set(results) == set(MUST_SHOW), done.stdout
+    assert set(results) == set(CORE_FILES), done.stdout
     for name, sizes in results.items():
         for size, counts in sizes.items():
             assert counts["fail"] == 0, f"{name} at N={size}: {counts['failed'] or counts['error']}\n{done.stdout}"

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.ranks import run_command
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -85,7 +87,7 @@ def _launch(launcher: str, nranks: int) -> list[str]:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("launcher,nranks", [("meshcomm", 1), ("meshcomm", 2), ("meshcomm", 3), ("mpiexec", 3)])
 def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int) -> None:
-    done = subprocess.run(_launch(launcher, nranks), cwd=REPO, capture_output=True, text=True, timeout=240)
+    done = run_command(_launch(launcher, nranks), cwd=REPO, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     # Found in the whole text, not per line: mpiexec does not prefix lines, and two ranks' writes can
     # land within one line ("OK rank 1 of 3OK rank 2 of 3").
@@ -94,7 +96,7 @@ def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int)
     ]
 
 
-def test_public_names_are_those_the_issue_lists_and_all_exist() -> None:
+def test_the_public_names_of_the_face_all_exist() -> None:
     from meshcomm import MPI
 
     assert all(hasattr(MPI, name) for name in MPI.__all__)

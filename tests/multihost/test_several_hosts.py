@@ -1,7 +1,7 @@
 """A job on several "hosts" (network namespaces): TCP between them, shared memory inside each.
 
 Skipped, with the reason, where root or iproute2 is missing. Each test builds
-its own namespaces and removes them, and every launcher is reaped (job.py).
+its own namespaces and removes them, and every launcher is reaped (tests.ranks).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import threading
 import pytest
 
 from meshcomm.transport import shm
-from tests.multihost.job import launcher, run_job, stop
+from tests.multihost.job import launcher, run_job
 from tests.multihost.netns import Network, unavailable
+from tests.ranks import fresh_job_env, started
 
 REASON = unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -62,17 +63,19 @@ def test_namespaces_are_removed_after_use() -> None:
     assert not any(name in listed.split() for name in names)
 
 
+@pytest.mark.slow
 def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
     # The link is cut, not closed: no FIN or RST reaches the survivor, only silence.
     program = os.path.join(os.path.dirname(__file__), "link_down_program.py")
-    environ = {**os.environ, "MESHCOMM_TOKEN": "link-down-test"}
+    environ = fresh_job_env({"MESHCOMM_TOKEN": "link-down-test"})
     lines: list[str] = []
     ready = threading.Event()
-    with Network(2) as net:
-        survivor = subprocess.Popen(launcher(net, 0, 1, [program], 120), env=environ,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        cut_off = subprocess.Popen(launcher(net, 1, 1, [program], 120), env=environ,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Leaving the blocks, a launcher still running gets SIGTERM, so it stops its ranks, then SIGKILL.
+    with Network(2) as net, \
+            started(launcher(net, 0, 1, [program], 120), env=environ, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, text=True) as survivor, \
+            started(launcher(net, 1, 1, [program], 120), env=environ, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL):
 
         def read() -> None:
             for line in survivor.stdout:
@@ -82,14 +85,10 @@ def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        try:
-            assert ready.wait(60), "".join(lines)
-            subprocess.run(net.command(1, ["ip", "link", "set", "eth0", "down"]), check=True, timeout=10)
-            survivor.wait(timeout=60)  # far below the collectives' 120 s timeout
-            reader.join(timeout=10)
-        finally:
-            stop([survivor, cut_off])  # SIGTERM, so each launcher stops its ranks; SIGKILL if it does not exit
-            survivor.stdout.close()
+        assert ready.wait(60), "".join(lines)
+        subprocess.run(net.command(1, ["ip", "link", "set", "eth0", "down"]), check=True, timeout=10)
+        survivor.wait(timeout=60)  # far below the collectives' 120 s timeout
+        reader.join(timeout=10)
     raised = [json.loads(line.split("RAISED ", 1)[1]) for line in lines if "RAISED " in line]
     assert raised and raised[0]["type"] == "PeerLostError", "".join(lines)
     assert "rank 1" in raised[0]["message"]

@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -16,8 +15,7 @@ import pytest
 
 from meshcomm.errors import CommTimeoutError, RendezvousError
 from meshcomm.rendezvous import pmi
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.ranks import fresh_job_env, run_command
 
 
 class FakePMI:
@@ -133,16 +131,13 @@ def test_a_silent_pmi_server_times_out_naming_the_command() -> None:
 
 
 def _run(cmd: list[str], tmp_path: Path, env: dict[str, str]) -> str:
-    """Run JOB under a launcher; ranks' output lines may interleave, so callers search it."""
+    """Run JOB (with this interpreter) under a launcher; ranks' output lines may interleave, so callers search it."""
     script = tmp_path / "job.py"
     script.write_text(JOB)
-    full_env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [*cmd, sys.executable, "-W", "error", str(script)],
-        env=full_env, capture_output=True, text=True, timeout=90, cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    done = run_command([*cmd, sys.executable, "-W", "error", str(script)], env=fresh_job_env(env), cwd=tmp_path,
+                       timeout=90)
+    assert done.returncode == 0, done.output
+    return done.stdout
 
 
 # Rank 0 hosts the store, so it leaves last: it waits for every other rank's "done".
@@ -164,14 +159,17 @@ store.close()
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec (MPICH Hydra) is not installed")
 @pytest.mark.parametrize("token", ["", "mpi-secret"], ids=["no-token", "token"])
 def test_real_mpiexec_job_finds_the_store_through_pmi(tmp_path: Path, token: str) -> None:
-    version = subprocess.run(["mpiexec", "--version"], capture_output=True, text=True, timeout=30).stdout
+    version = run_command(["mpiexec", "--version"], timeout=30).stdout
     if "HYDRA" not in version:
         pytest.skip("mpiexec is not MPICH's Hydra (no PMI_FD to talk to)")
     out = _run(["mpiexec", "-n", "3"], tmp_path, {"MESHCOMM_TOKEN": token} if token else {})
     assert sorted(re.findall(r"rank \d+/\d+ sum \d+ (?:TCPStore|PrefixStore)", out)) == [f"rank {r}/3 sum 3 TCPStore" for r in range(3)]
 
 
-@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun (PyTorch) is not installed")
 def test_real_torchrun_job_uses_the_agents_torch_store(tmp_path: Path) -> None:
-    out = _run(["torchrun", "--standalone", "--nproc-per-node=2", "--no-python"], tmp_path, {"OMP_NUM_THREADS": "1"})
+    # torchrun as this interpreter's module, not whichever `torchrun` is on PATH: the ranks run this
+    # interpreter, and they need torch (the agent's store is torch's).
+    pytest.importorskip("torch", reason=f"torch is not installed for {sys.executable}")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "--no-python"]
+    out = _run(torchrun, tmp_path, {"OMP_NUM_THREADS": "1"})
     assert sorted(re.findall(r"rank \d+/\d+ sum \d+ (?:TCPStore|PrefixStore)", out)) == [f"rank {r}/2 sum 1 PrefixStore" for r in range(2)]

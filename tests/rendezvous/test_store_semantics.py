@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing as mp
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ import pytest
 
 from meshcomm.errors import CommTimeoutError
 from meshcomm.rendezvous import FileStore, PrefixStore, Store, TCPStore, TorchStore
+from tests.ranks import run_function
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 KINDS = ["tcp", "file", "prefix-tcp", "prefix-file"] + (["torch"] if HAS_TORCH else [])
@@ -182,7 +182,7 @@ def test_many_tcp_clients_in_threads_see_one_store(master: TCPStore, token: byte
         c.close()
 
 
-def _worker(kind: str, where: str, rank: int, size: int) -> None:
+def _worker(rank: int, size: int, kind: str, where: str) -> None:
     if kind == "tcp":
         store: Store = TCPStore("127.0.0.1", int(where), timeout=20, token=b"test-token")
     else:
@@ -196,19 +196,7 @@ def _worker(kind: str, where: str, rank: int, size: int) -> None:
 
 
 def _run_processes(kind: str, where: str, size: int) -> None:
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(kind, where, r, size)) for r in range(size)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(60)
-        assert [p.exitcode for p in procs] == [0] * size
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(10)
+    assert run_function(_worker, size, kind, where, timeout=60) == [None] * size
 
 
 @pytest.mark.parametrize("kind", ["tcp", "file"])

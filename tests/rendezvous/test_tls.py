@@ -6,8 +6,6 @@ import os
 import re
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from meshcomm.errors import AuthenticationError
 from meshcomm.rendezvous import TCPStore
 from meshcomm.security import auth, tls
+from tests.ranks import fresh_job_env, run_meshcomm
 from tests.tls_helpers import client_context, read_over_tls, read_until_closed, self_signed, tls_env
 
 TOKEN = b"tls-test-token"
@@ -83,9 +82,8 @@ def test_misconfiguration_stops_the_store_before_it_listens_or_connects(monkeypa
 def test_a_job_with_half_a_tls_configuration_fails_naming_the_missing_variable(certs, tmp_path) -> None:
     program = tmp_path / "program.py"
     program.write_text("import meshcomm as dist\ndist.init_process_group()\n")
-    env = {**os.environ, "MESHCOMM_TLS_CERT": certs["job"][0]}
-    done = subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", "2", "--timeout", "30", str(program)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    env = fresh_job_env({"MESHCOMM_TLS_CERT": certs["job"][0]})
+    done = run_meshcomm("run", "-n", "2", "--timeout", "30", str(program), env=env, timeout=120)
     assert done.returncode != 0
     assert f"MESHCOMM_TLS_CERT={certs['job'][0]} is set but MESHCOMM_TLS_KEY is not" in done.stderr
 

@@ -91,7 +91,7 @@ def test_here_expects_the_board_only_where_a_job_would_use_shared_memory(monkeyp
 
 def test_sim_prints_a_row_per_point_and_writes_json(tmp_path, capsys) -> None:
     out = tmp_path / "points.jsonl"
-    assert main(["sim", "--coll", "all_reduce", "--algos", "ring,double_binary_tree", "--topology", "summit",
+    assert main(["sim", "all_reduce", "--algos", "ring,double_binary_tree", "--topology", "summit",
                  "-n", "6,12", "--sizes", "8,1M", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "ring/double_binary_tree" in text and "summit" in text
@@ -103,7 +103,7 @@ def test_sim_prints_a_row_per_point_and_writes_json(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--coll", "allreduce"], "unknown collective 'allreduce'"),
+    (["allreduce"], "unknown collective 'allreduce'"),
     (["--algos", "ring,bogus"], "all_reduce has no algorithm bogus"),
     (["--topology", "frontier"], "unknown topology 'frontier'; choose one of: here, summit, dgx-a100"),
 ])

@@ -1,6 +1,6 @@
 """Run one function on every rank of a fresh torch.distributed job (meshcomm or gloo), bounded in time.
 
-Each rank is a fresh process that calls
+Each rank is a fresh process (tests.ranks.run_function) that calls
 `torch.distributed.init_process_group(backend)` through MASTER_ADDR/PORT,
 runs `fn(rank, world_size, *args)` and reports what it returned (or its
 traceback). Every process is reaped before `run` returns, also when one
@@ -12,30 +12,21 @@ from __future__ import annotations
 import datetime
 import multiprocessing as mp
 import os
-import queue
-import time
-import traceback
 
-from tests.cluster import RankError, free_port
+from tests.ranks import free_port, run_function
 
 
-def _main(rank: int, size: int, port: int, backend: str, init_timeout: float, fn, args, outbox, env: dict) -> None:
-    os.environ.update(env)
+def _rank(rank: int, size: int, port: int, backend: str, init_timeout: float, fn, *args):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-    try:
-        import torch
+    import torch
 
-        torch.set_num_threads(1)
-        import torch.distributed as dist
+    torch.set_num_threads(1)
+    import torch.distributed as dist
 
-        dist.init_process_group(backend, rank=rank, world_size=size,
-                                timeout=datetime.timedelta(seconds=init_timeout))
-        result = fn(rank, size, *args)
-        dist.destroy_process_group()
-    except BaseException as exc:  # reported to the test, which fails with it
-        outbox.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-        return
-    outbox.put((rank, True, result))
+    dist.init_process_group(backend, rank=rank, world_size=size, timeout=datetime.timedelta(seconds=init_timeout))
+    result = fn(rank, size, *args)
+    dist.destroy_process_group()
+    return result
 
 
 def _context():
@@ -58,45 +49,5 @@ def run(fn, world_size: int, backend: str = "meshcomm", *args, timeout: float = 
     A rank in `may_die` that exits without reporting (a test killing it on
     purpose) gets None as its result.
     """
-    ctx = _context()
-    outbox = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_main, args=(r, world_size, port, backend, init_timeout, fn, args, outbox, env or {}),
-                         daemon=True) for r in range(world_size)]
-    for p in procs:
-        p.start()
-    results: dict[int, object] = {}
-    failures: dict[int, str] = {}
-    deadline = time.monotonic() + timeout
-    clean = False
-    try:
-        while len(results) + len(failures) < world_size:
-            remaining = deadline - time.monotonic()
-            try:
-                rank, ok, value = outbox.get(timeout=max(min(remaining, 0.5), 0.01))
-            except queue.Empty:
-                gone = [r for r, p in enumerate(procs)
-                        if not p.is_alive() and r not in results and r not in failures]
-                for r in gone:
-                    if r in may_die:
-                        results[r] = None
-                dead = [r for r in gone if r not in may_die]
-                if remaining <= 0 or dead:
-                    missing = sorted(set(range(world_size)) - set(results) - set(failures))
-                    why = f"ranks {dead} died" if dead else f"no answer within {timeout:.0f} s"
-                    raise RankError({**failures, **{r: why for r in missing}}) from None
-                continue
-            (results if ok else failures)[rank] = value
-        if failures:
-            raise RankError(failures)
-        clean = True
-        return [results[r] for r in range(world_size)]
-    finally:
-        for p in procs:
-            p.join(timeout=20 if clean else 0)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-            p.join(timeout=10)
-        outbox.close()
-        outbox.join_thread()
+    return run_function(_rank, world_size, free_port(), backend, init_timeout, fn, *args, timeout=timeout,
+                        env=env, may_die=may_die, context=_context())

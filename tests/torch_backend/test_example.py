@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,16 +10,14 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
-from tests.cluster import free_port, fresh_job_env  # noqa: E402
+from tests.ranks import free_port, fresh_job_env, run_command  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 STEPS = "60"
 
 
 def _losses(command: list[str]) -> list[tuple[int, float]]:
-    env = fresh_job_env()
-    env["OMP_NUM_THREADS"] = "1"
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    done = run_command(command, env=fresh_job_env({"OMP_NUM_THREADS": "1"}), timeout=180)
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
     found = re.findall(r"step +(\d+) +loss ([0-9.]+)", done.stdout)
     return [(int(step), float(loss)) for step, loss in found]
@@ -31,11 +28,13 @@ def meshcomm_run() -> list[tuple[int, float]]:
     return _losses([sys.executable, "-m", "meshcomm", "run", "-n", "4", str(EXAMPLE), "--steps", STEPS])
 
 
+@pytest.mark.slow
 def test_example_trains_under_meshcomm_run(meshcomm_run):
     assert [step for step, _ in meshcomm_run] == [1, 50, 60]
     assert meshcomm_run[-1][1] < meshcomm_run[0][1] / 4
 
 
+@pytest.mark.slow
 def test_example_gives_the_same_losses_under_torchrun(meshcomm_run):
     torchrun = _losses([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
                         "--master-port", str(free_port()), str(EXAMPLE), "--steps", STEPS])
@@ -44,8 +43,6 @@ def test_example_gives_the_same_losses_under_torchrun(meshcomm_run):
 
 def test_ranks_started_by_torch_multiprocessing_spawn():
     program = Path(__file__).with_name("spawn_program.py")
-    env = fresh_job_env()
-    done = subprocess.run([sys.executable, str(program), "2", str(free_port())], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = run_command([sys.executable, str(program), "2", str(free_port())], timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[(0, [3.0, 3.0]), (1, [3.0, 3.0])]"

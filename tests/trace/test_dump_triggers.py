@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -14,7 +12,7 @@ import numpy as np
 import meshcomm as dist
 from meshcomm.group.health import summarize_progress
 from meshcomm.trace import doctor
-from tests.cluster import fresh_job_env
+from tests.ranks import fresh_job_env, run_meshcomm
 
 
 def test_sigusr1_dumps_the_flight_recorder(tmp_path, monkeypatch) -> None:
@@ -61,10 +59,8 @@ def test_a_rank_stuck_outside_collectives_dumps_before_a_timeout_ends_the_job(tm
     store), so they wait for the stuck rank's dump first."""
     program = tmp_path / "stall.py"
     program.write_text(STALL)
-    env = fresh_job_env()
-    env["MESHCOMM_DUMP_DIR"] = str(tmp_path / "dumps")
-    done = subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", "3", "--timeout", "3", str(program)],
-                          env=env, capture_output=True, text=True, timeout=90)
-    assert done.returncode != 0 and "CommTimeoutError" in done.stdout + done.stderr, done.stderr[-2000:]
+    env = fresh_job_env({"MESHCOMM_DUMP_DIR": str(tmp_path / "dumps")})
+    done = run_meshcomm("run", "-n", "3", "--timeout", "3", str(program), env=env, timeout=90)
+    assert done.returncode != 0 and "CommTimeoutError" in done.output, done.stderr[-2000:]
     findings = doctor.diagnose(doctor.load(str(tmp_path / "dumps")))
     assert [(f.kind, f.ranks) for f in findings] == [("stalled", [2])]

@@ -72,7 +72,7 @@ def p2p_then_a_receive_nobody_answers(directory: str) -> list:
 
 def test_point_to_point_operations_are_recorded_and_an_unfinished_receive_is_reported(tmp_path) -> None:
     from meshcomm.trace import doctor
-    from tests.cluster import Cluster
+    from tests.ranks import Cluster
 
     cluster = Cluster(2)  # its own: the receive left posted must not take a later test's message
     try:

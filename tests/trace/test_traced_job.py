@@ -10,8 +10,8 @@ import pytest
 
 from meshcomm.cli.main import main
 from meshcomm.trace.messages import TracedTransport
-from tests.cluster import Cluster
-from tests.conftest import get_cluster
+from tests.ranks import Cluster
+from tests.ranks import get_cluster
 
 RANKS = 4
 

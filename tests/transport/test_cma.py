@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from meshcomm.transport import cma, shm
+from tests.ranks import started
 
 pytestmark = pytest.mark.skipif(not cma.available(), reason="process_vm_readv needs Linux")
 
@@ -23,12 +24,10 @@ sys.stdin.readline()
 
 @pytest.fixture
 def holder():
-    """A child process holding 3 MiB of known bytes; yields (pid, address), reaped afterwards."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
+    """A child process holding 3 MiB of known bytes; yields (pid, address), reaped afterwards (tests.ranks)."""
+    with started([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
         address = int(proc.stdout.readline())
         yield proc.pid, address
-    finally:
         proc.communicate(timeout=30)  # closes its stdin (it then exits) and both pipes
 
 
@@ -49,14 +48,12 @@ def test_read_copies_the_other_process_s_bytes_exactly(holder) -> None:
 def test_write_lands_in_the_other_process_s_memory() -> None:
     """The holder itself prints the bytes we wrote, so this does not rest on cma.read."""
     script = HOLDER + "print(data[5000:5008].tobytes().hex(), flush=True)\n"
-    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
+    with started([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
         address = int(proc.stdout.readline())
         cma.write(proc.pid, address + 5000, memoryview(bytes(range(200, 208))))
         cma.write(proc.pid, address, memoryview(bytearray(0)))  # nothing to write is no error
         with pytest.raises(OSError, match=f"process_vm_writev to process {proc.pid}"):
             cma.write(proc.pid, 4096, memoryview(bytearray(16)))  # an address the holder has not mapped
-    finally:
         out, _ = proc.communicate(input="\n", timeout=30)
     assert out.strip() == bytes(range(200, 208)).hex()
 

@@ -8,14 +8,11 @@ was noticed from the connection, not from the clock.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from tests.cluster import free_port
+from tests.ranks import Exit, run_program
 
 SURVIVOR_AND_VICTIM = textwrap.dedent(
     """
@@ -56,45 +53,30 @@ SURVIVOR_AND_VICTIM = textwrap.dedent(
 )
 
 
-def run_pair(tmp_path, source: str, args: list[str], transport: str) -> tuple[list[subprocess.Popen], str, str]:
-    """Run `source` as ranks 0 and 1 meeting through rank 0's store; both are reaped. Returns rank 0's output."""
+def run_pair(tmp_path, source: str, args: list[str], transport: str) -> list[Exit]:
+    """Run `source` as ranks 0 and 1 meeting through rank 0's store (tests.ranks.run_program); both are reaped."""
     script = tmp_path / "job.py"
     script.write_text(source)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_")}
-    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
-                MESHCOMM_TOKEN="pair-test", MESHCOMM_TRANSPORT=transport)
-    procs = [
-        subprocess.Popen([sys.executable, str(script), *args], env={**base, "RANK": str(rank)},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for rank in (0, 1)
-    ]
-    try:
-        out, err = procs[0].communicate(timeout=90)
-        procs[1].wait(timeout=30)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
-    return procs, out, err
+    return run_program(script, 2, args, env={"MESHCOMM_TOKEN": "pair-test", "MESHCOMM_TRANSPORT": transport},
+                       timeout=90)
 
 
 @pytest.mark.parametrize("transport", ["auto", "tcp"])
 @pytest.mark.parametrize("mode", ["recv", "mid_all_reduce"])
 def test_survivor_names_the_killed_rank(tmp_path, transport: str, mode: str) -> None:
-    procs, out, err = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], transport)
-    assert procs[1].returncode == -9
-    assert out.startswith("PeerLostError peer=1 "), out + err
-    print(out)
+    survivor, victim = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], transport)
+    assert victim.returncode == -9 and not victim.timed_out
+    assert survivor.stdout.startswith("PeerLostError peer=1 "), survivor.output
+    print(survivor.stdout)
 
 
 @pytest.mark.parametrize("mode", ["sender_dies_before_its_message_is_read", "receiver_dies_before_reading"])
 def test_a_message_sent_by_reference_fails_when_either_end_dies(tmp_path, mode: str) -> None:
     """Shared memory only: over TCP the kernel's buffers may hold the whole message, so both could succeed."""
-    procs, out, err = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], "auto")
-    assert procs[1].returncode == -9
-    assert out.startswith("PeerLostError peer=1 "), out + err
-    print(out)
+    survivor, victim = run_pair(tmp_path, SURVIVOR_AND_VICTIM, [mode], "auto")
+    assert victim.returncode == -9 and not victim.timed_out
+    assert survivor.stdout.startswith("PeerLostError peer=1 "), survivor.output
+    print(survivor.stdout)
 
 
 SENDER_THAT_LEAVES = textwrap.dedent(
@@ -129,5 +111,5 @@ SENDER_THAT_LEAVES = textwrap.dedent(
 
 @pytest.mark.parametrize("transport", ["auto", "tcp"])
 def test_a_message_sent_before_the_sender_left_is_still_received(tmp_path, transport: str) -> None:
-    _, out, err = run_pair(tmp_path, SENDER_THAT_LEAVES, [], transport)
-    assert out.strip() == "received True", out + err
+    survivor, _ = run_pair(tmp_path, SENDER_THAT_LEAVES, [], transport)
+    assert survivor.stdout.strip() == "received True", survivor.output

@@ -17,7 +17,7 @@ import meshcomm as dist
 from meshcomm.security import auth
 from meshcomm.transport import shm
 from tests.api import test_collectives as coll
-from tests.cluster import Cluster
+from tests.ranks import Cluster
 from tests.tls_helpers import client_context, read_over_tls, read_until_closed, self_signed, tls_env
 
 HOSTS = ["host-a", "host-a", "host-b"]

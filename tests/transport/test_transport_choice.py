@@ -19,7 +19,7 @@ import meshcomm as dist
 from meshcomm.transport import cma, shm
 from tests.api import test_collectives as coll
 from tests.api import test_p2p as p2p
-from tests.cluster import Cluster
+from tests.ranks import Cluster
 
 CONFIGS = {
     "shm": (3, {}),

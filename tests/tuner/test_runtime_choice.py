@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +13,7 @@ from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.problem import Problem
 from meshcomm.tuner import DEFAULTS, save
 from meshcomm.tuner.table import Measured
-from tests.cluster import Cluster
-from tests.conftest import get_cluster
+from tests.ranks import Cluster, Exit, fresh_job_env, get_cluster, run_meshcomm
 
 PROGRAM = """import numpy as np, meshcomm as dist
 dist.init_process_group()
@@ -28,11 +24,10 @@ dist.destroy_process_group()
 """
 
 
-def run_job(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def run_job(tmp_path: Path, env: dict[str, str]) -> Exit:
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
-    return subprocess.run([sys.executable, "-m", "meshcomm", "run", "-n", "2", "--timeout", "30", str(script)],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=90)
+    return run_meshcomm("run", "-n", "2", "--timeout", "30", str(script), env=fresh_job_env(env), timeout=90)
 
 
 def test_debug_info_prints_the_cost_table_once_and_every_calls_choice(tmp_path: Path) -> None:

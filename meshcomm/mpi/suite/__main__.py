@@ -29,8 +29,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 SHIM = HERE / "shim"
 RANK_RUNNER = HERE / "rank_runner.py"
 
-# The files the issue must show passing, with the test_comm cases it names.
-MUST_SHOW: dict[str, list[str]] = {
+# The files the default run covers, with the test_comm cases it runs (the others need what the face leaves out).
+CORE_FILES: dict[str, list[str]] = {
     "test_cco_obj": [],
     "test_cco_buf": [],
     "test_cco_vec": [],
@@ -38,14 +38,14 @@ MUST_SHOW: dict[str, list[str]] = {
     "test_comm": ["testSize", "testRank", "testSplit", "testCloneFree"],
 }
 
-# Tests left out, each with why: features outside the MPI face's mission,
+# Tests left out, each with why: features outside the MPI face's scope,
 # or mpi4py's private internals.
 EXCLUDED: dict[str, str] = {
     "testCommLock": "mpi4py's private internals (MPI._comm_lock_table)",
-    "testAlltoallw": "Alltoallw needs derived datatypes (outside the mission)",
-    "testAlltoallwBottom": "Alltoallw needs derived datatypes (outside the mission)",
-    "testAlltoallw2": "Alltoallw needs derived datatypes (outside the mission)",
-    "testBcastTypeIndexed": "derived datatypes (Create_indexed_block; outside the mission)",
+    "testAlltoallw": "Alltoallw needs derived datatypes (outside the face's scope)",
+    "testAlltoallwBottom": "Alltoallw needs derived datatypes (outside the face's scope)",
+    "testAlltoallw2": "Alltoallw needs derived datatypes (outside the face's scope)",
+    "testBcastTypeIndexed": "derived datatypes (Create_indexed_block; outside the face's scope)",
 }
 
 
@@ -139,7 +139,7 @@ def _combine(per_rank: list[dict | None], error: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m meshcomm.mpi.suite", description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="*", help="test files (e.g. test_cco_obj); default: the must-show set")
+    parser.add_argument("files", nargs="*", help="test files (e.g. test_cco_obj); default: the core files")
     parser.add_argument("--impl", choices=("meshcomm", "mpi4py"), default="meshcomm",
                         help="meshcomm.MPI through the shim, or the installed mpi4py under mpiexec")
     parser.add_argument("-n", "--sizes", type=int, nargs="+", default=[1, 2, 3], help="numbers of ranks")
@@ -153,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     if tests is None:
         return 3
     if options.all:
-        selection = {p.stem: MUST_SHOW.get(p.stem, []) for p in sorted(tests.glob("test_*.py"))}
+        selection = {p.stem: CORE_FILES.get(p.stem, []) for p in sorted(tests.glob("test_*.py"))}
     elif options.files:
-        selection = {f.removesuffix(".py"): MUST_SHOW.get(f.removesuffix(".py"), []) for f in options.files}
+        selection = {f.removesuffix(".py"): CORE_FILES.get(f.removesuffix(".py"), []) for f in options.files}
     else:
-        selection = dict(MUST_SHOW)
+        selection = dict(CORE_FILES)
     print(f"mpi4py {MPI4PY_VERSION} tests from {tests}, on {options.impl}")
     print(f"{'file':<22}" + "".join(f"{f'N={n} pass/fail/skip':>24}" for n in options.sizes))
     report, failures, started = {}, 0, time.monotonic()
