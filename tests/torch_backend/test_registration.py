@@ -27,7 +27,7 @@ def test_import_torch_registers_the_backend_through_the_entry_point():
     code = ("import sys, torch.distributed as d; print('meshcomm' in d.Backend.backend_list, "
             "sorted(m for m in sys.modules if m.startswith('meshcomm')))")
     # Registered, and only the plugin's path loaded (not the algorithms, transports, ...): import torch stays cheap.
-    plugin_only = str(["meshcomm", "meshcomm.torch_backend", "meshcomm.torch_backend.plugin"])
+    plugin_only = str(["meshcomm", "meshcomm._version", "meshcomm.torch_backend", "meshcomm.torch_backend.plugin"])
     assert _python(code) == f"True {plugin_only}"
     assert _python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0") == "False []"
 
