@@ -51,14 +51,16 @@ class Seat:
             timeout: float) -> None:
         transport = self._transport
         transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
-        if self._board is None:
-            digest = hashlib.sha256(repr(self._ranks).encode()).hexdigest()[:16]
-            self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{self._group_id}/{digest}",
-                                     self._rank, len(self._ranks), board_run.SLOT_BYTES, transport.job, timeout)
         ranks, group_id = self._ranks, self._group_id
 
         def check_peers(missing) -> None:
             transport.check_call([ranks[m] for m in missing], group_id, seq)
+
+        if self._board is None:
+            digest = hashlib.sha256(repr(ranks).encode()).hexdigest()[:16]
+            self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{group_id}/{digest}",
+                                     self._rank, len(ranks), board_run.SLOT_BYTES, transport.job, timeout,
+                                     check_peers)
 
         trace = self._trace
         start = trace.now() if trace is not None else 0

@@ -52,6 +52,7 @@ import time
 
 import numpy as np
 
+from meshcomm.errors import CommTimeoutError, PeerLostError
 from meshcomm.transport import cma, futex
 from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 
@@ -62,6 +63,7 @@ _LINE = 64
 _HEADER = 64
 _BELL, _SLEEPING = 0, 1  # u32 words in a member's control line; `latest` and `finished`, u64s, follow them
 _SLEEP_SLICE = 0.01  # a sleeper looks at liveness, abort and its deadline this often
+_JOIN_SLICE = 0.1  # a member waiting for the others to map the board looks at their liveness this often
 SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
 
 
@@ -112,24 +114,30 @@ class Board:
         self._arrays: dict[tuple, np.ndarray] = {}
 
     @classmethod
-    def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float) -> "Board":
+    def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float,
+             between) -> "Board":
         """Member 0 creates the board and names it in the store under `key`; the others map it.
 
         Member 0 unlinks the name once every member has mapped it, or when
         waiting for them fails, so nothing is left in /dev/shm whatever
         happens later (the memory lives until the last process unmaps it).
-        All members are in the same call, so the wait is short.
+        All members are in the same call, so the wait is short; between
+        looks at the store, `between(missing)` raises when a missing member is
+        lost, so a member that died before its first board call is named at
+        once instead of at the deadline.
         """
+        deadline = time.monotonic() + timeout
         if me != 0:
-            path = store.get(f"{key}/path", timeout=timeout).decode()
-            board = cls(path, nmembers, slot_bytes, create=False)
+            _store_wait(store, [f"{key}/path"], [0], deadline, timeout, between)
+            board = cls(store.get(f"{key}/path").decode(), nmembers, slot_bytes, create=False)
             store.set(f"{key}/mapped/{me}", b"1")
             return board
         path = os.path.join(DIRECTORY, f"meshcomm-{job}-board-{os.urandom(6).hex()}")
         board = cls(path, nmembers, slot_bytes, create=True)
         try:
             store.set(f"{key}/path", path)
-            store.wait([f"{key}/mapped/{m}" for m in range(1, nmembers)], timeout=timeout)
+            _store_wait(store, [f"{key}/mapped/{m}" for m in range(1, nmembers)], range(1, nmembers), deadline,
+                        timeout, between)
         except BaseException:
             board.close()
             raise
@@ -356,3 +364,19 @@ class Board:
             self._map.close()
         except BufferError:
             pass  # a view is still exported somewhere; the mapping goes with the process
+
+
+def _store_wait(store, keys: list[str], members, deadline: float, timeout: float, between) -> None:
+    """Until every key of `keys` (one per member of `members`) is in the store; `between(missing)` between looks."""
+    while True:
+        try:
+            store.wait(keys, min(_JOIN_SLICE, max(deadline - time.monotonic(), 0.001)))
+            return
+        except CommTimeoutError:
+            missing = [m for m, k in zip(members, keys) if not store.check([k])]
+            if time.monotonic() >= deadline:
+                raise
+            between(missing)
+        except PeerLostError:
+            between(members)  # the store's host left: the transport names it, if it is a member
+            raise

@@ -105,6 +105,8 @@ class TCPStore(Store):
         delay = 0.01
         last: BaseException | None = None
         while True:
+            if self._closed:  # closed from another thread while this one was retrying
+                raise RuntimeError("the store is closed")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RendezvousError(f"could not reach the store at {where} within {self.timeout:g} s: {last}")
@@ -234,8 +236,8 @@ class TCPStore(Store):
             time.sleep(0.05)
 
     def close(self) -> None:
+        self._closed = True  # before the lock: a thread retrying a lost store under it gives up at its next try
         with self._lock:
-            self._closed = True
             self._reset()
         if self._server is not None:
             self._server.close()

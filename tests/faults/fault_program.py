@@ -8,6 +8,7 @@ python fault_program.py SCENARIO COLLECTIVE VICTIM [OTHER]
   never     the victim never calls COLLECTIVE (it sleeps past the timeout)
   abort     the victim calls meshcomm.abort() while the rest wait in COLLECTIVE
   store     the external store is killed (FAULT_STORE_PID); the job goes on, then the victim never arrives
+  first     the victim SIGKILLs itself before its first collective (the group's board is not made yet)
 FAULT_COUNT sets the elements per call (default 2^18). Times are wall-clock (time.time()), comparable across the ranks of one host.
 """
 
@@ -55,11 +56,18 @@ def main() -> None:
     timeout = float(os.environ.get("FAULT_TIMEOUT", "30"))
     dist.init_process_group(timeout=timeout)
     rank, size = dist.get_rank(), dist.get_world_size()
-    dist.barrier()
+    if scenario == "first" and rank == victim:
+        with open(os.environ["FAULT_MARK"], "w") as mark:
+            mark.write(repr(time.time()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    if scenario != "first":
+        dist.barrier()
     result = {"rank": rank, "outcome": "ok", "completed": 0}
     started = time.time()
     try:
-        if scenario == "kill":
+        if scenario == "first":
+            call(collective, rank, size)
+        elif scenario == "kill":
             if rank == victim:
                 def die() -> None:
                     with open(os.environ["FAULT_MARK"], "w") as mark:

@@ -36,6 +36,18 @@ def test_every_survivor_of_a_sigkill_names_the_dead_rank(tmp_path, nranks, colle
 
 
 @pytest.mark.timeout(100)
+@pytest.mark.parametrize("nranks, victim", [(3, 2), (3, 0), (2, 1)])
+def test_a_rank_dead_before_the_group_s_first_board_call_is_named_not_waited_for(tmp_path, nranks, victim) -> None:
+    # The board is made at a group's first board call, with the store's help: a member that died before
+    # it must be noticed there as a lost peer, not at the call's 60 s deadline.
+    run = run_scenario(tmp_path, nranks, "first", "all_reduce", victim, timeout=60, env={"FAULT_COUNT": "2"})
+    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
+    assert_clean(run, victim)
+    for outcome in run.survivors(victim):
+        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+
+
+@pytest.mark.timeout(100)
 def test_the_dead_ranks_survivors_leave_dumps_that_doctor_reads(tmp_path) -> None:
     run = run_scenario(tmp_path, 3, "kill", "all_reduce", 2, timeout=60)
     findings = doctor.diagnose(doctor.load(str(run.dump_dir)))
