@@ -47,9 +47,9 @@ _EXPORTS: dict[str, str] = {
 _ALIASES = {"ProcessGroup": "Group"}  # torch.distributed's name for a group
 
 # Submodules reachable as attributes, as `torch.distributed.device_mesh` is.
-_SUBMODULES = frozenset({"MPI", "device_mesh", "errors", "config", "torch_backend", "mpi", "api", "algorithms",
-                         "board", "cli", "executor", "explain", "group", "launcher", "rendezvous", "security",
-                         "sim", "trace", "transport", "tuner", "bench"})
+_SUBMODULES = frozenset({"MPI", "device_mesh", "errors", "config", "torch_backend", "mpi", "ray", "api",
+                         "algorithms", "board", "cli", "executor", "explain", "group", "launcher", "rendezvous",
+                         "security", "sim", "trace", "transport", "tuner", "bench"})
 
 __all__ = sorted(n for n in [*_EXPORTS, *_ALIASES] if not n.startswith("_"))
 

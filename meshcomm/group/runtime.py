@@ -46,7 +46,8 @@ def advertised_address(master_addr: str | None) -> str:
 
 class Runtime:
     def __init__(
-        self, rank: int, world_size: int, store: Store, timeout: float, master_addr: str | None, backend: str
+        self, rank: int, world_size: int, store: Store, timeout: float, master_addr: str | None, backend: str,
+        token: bytes | None = None,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
@@ -60,7 +61,7 @@ class Runtime:
             rank,
             world_size,
             PrefixStore("meshcomm", store),
-            auth.job_token(),
+            auth.job_token() if token is None else token,
             timeout,
             advertised_address(master_addr),
             tls.from_environment(),

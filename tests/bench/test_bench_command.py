@@ -107,8 +107,10 @@ def _workers_with(marker: str) -> list[str]:
 
 @pytest.mark.parametrize("rival", ["meshcomm", "mpich"])
 def test_sigterm_stops_the_sweep_and_its_ranks(rival: str) -> None:
-    if rival == "mpich" and (shutil.which("mpiexec") is None or not _has("mpi4py")):
-        pytest.skip("MPICH and mpi4py are not installed")
+    if rival == "mpich" and shutil.which("mpiexec") is None:
+        pytest.skip("MPICH's mpiexec is not installed (apt-get install mpich libmpich-dev)")
+    if rival == "mpich" and not _has("mpi4py"):
+        pytest.skip("mpi4py is not installed (pip install --no-binary mpi4py mpi4py)")
     marker = "61.25"  # a --timeout no other run uses, to find this run's ranks
     args = ["-n", "2", "--sizes", "8:64M", "--timeout", marker, "--lib", rival]
     with started([sys.executable, "-m", "meshcomm", "bench", *args], stdout=subprocess.PIPE,
