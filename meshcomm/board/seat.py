@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
+from meshcomm import config
 from meshcomm.algorithms.problem import Problem
 from meshcomm.board import run as board_run
 from meshcomm.board.segment import Board
@@ -61,6 +62,10 @@ class Seat:
             self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{group_id}/{digest}",
                                      self._rank, len(ranks), board_run.SLOT_BYTES, transport.job, timeout,
                                      check_peers)
+            if transport.crowded:
+                # Every rank waits for every other on the board: with fewer cores than ranks, the one it waits
+                # for runs sooner if it is handed the core than if it is woken from a futex.
+                self._board.yield_seconds = max(config.get_int("MESHCOMM_YIELD_US") or 0, 0) / 1e6
 
         trace = self._trace
         start = trace.now() if trace is not None else 0

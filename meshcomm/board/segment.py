@@ -105,6 +105,9 @@ class Board:
             self._fingerprints.append(prints)
             self._references.append(references)
             self._data.append(data)
+        # On a host with more ranks than cores: how long a wait hands its core to the ranks it waits for
+        # (sched_yield between looks) before it sleeps; the group's seat sets it.
+        self.yield_seconds = 0.0
         self._posts = 0  # this member's board calls so far: which of its slots the next one takes
         self._current = 0  # the slot of its latest board call, where every member's post of that call is
         # The sequence numbers of its last slots - 1 board calls: a post waits for the oldest.
@@ -318,9 +321,15 @@ class Board:
         missing = [m for m in candidates if m != me and not ready(m)]
         if not missing:
             return
-        end = time.perf_counter() + spin
-        while missing and time.perf_counter() < end:
-            missing = [m for m in missing if not ready(m)]
+        if self.yield_seconds:  # instead of spinning on a core a missing member needs
+            end = time.perf_counter() + self.yield_seconds
+            while missing and time.perf_counter() < end:
+                os.sched_yield()
+                missing = [m for m in missing if not ready(m)]
+        else:
+            end = time.perf_counter() + spin
+            while missing and time.perf_counter() < end:
+                missing = [m for m in missing if not ready(m)]
         words = self._control[me]
         while missing:
             # Only members still missing matter: one that posted and then left (its

@@ -110,6 +110,32 @@ def test_a_wait_ends_once_everyone_posted(boards) -> None:
     boards[0].wait(0, 4, (1, 2), spin=0.0, deadline=float("inf"), between=lambda missing: pytest.fail("waited"))
 
 
+def test_on_a_crowded_host_a_wait_hands_its_core_over_instead_of_sleeping(boards, monkeypatch) -> None:
+    # The awaited member posts while the waiter yields: the wait ends without ever going to sleep (between,
+    # which runs before every sleep, would fail the test).
+    yields = []
+
+    def sched_yield() -> None:
+        yields.append(1)
+        if len(yields) == 3:
+            post(boards[1], 1, 5, b"late")
+
+    monkeypatch.setattr(os, "sched_yield", sched_yield)
+    post(boards[2], 2, 5, b"")
+    boards[0].yield_seconds = 60.0
+    boards[0].wait(0, 5, (1, 2), spin=0.0, deadline=float("inf"), between=lambda missing: pytest.fail("slept"))
+    assert len(yields) == 3
+
+
+def test_a_wait_that_yields_sleeps_once_its_yielding_is_over(boards, monkeypatch) -> None:
+    monkeypatch.setattr(os, "sched_yield", lambda: None)
+    slept = []
+    boards[0].yield_seconds = 1e-4
+    with pytest.raises(TimeoutError, match=r"members \[1\]"):
+        boards[0].wait(0, 6, (1,), spin=0.0, deadline=0.0, between=slept.append)
+    assert slept == [[1]]
+
+
 def test_a_member_that_reads_nothing_posts_call_b_once_everyone_posted_call_b_minus_slots_plus_one(boards) -> None:
     root = boards[0]
     for seq, data in enumerate((b"first", b"second", b"third")):
