@@ -79,7 +79,9 @@ def _check_list(values, name: str, length: int) -> list:
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, algorithm=None, timeout=None):
     """Copy `tensor` from rank `src` into `tensor` on every rank of the group."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="broadcast")
+    if g is None:
+        return None
     root = group_peer(g, src, group_src, "src")
     buf = as_buffer(tensor, "tensor", writable=True)
     problem = problem_of("broadcast", g.size, (buf.count,), root)
@@ -90,7 +92,9 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
 
 def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
     """Reduce `tensor` across the group; every rank gets the result in place."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="all_reduce")
+    if g is None:
+        return None
     buf = as_buffer(tensor, "tensor", writable=True)
     name, combine, factor = _reduction(op, buf, g.size)
     problem = problem_of("all_reduce", g.size, (buf.count,))
@@ -103,7 +107,9 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
 def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, group_dst=None, *,
            algorithm=None, timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst`; other ranks' tensors are unchanged."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="reduce")
+    if g is None:
+        return None
     root = group_peer(g, dst, group_dst, "dst")
     is_root = g.rank == root
     buf = as_buffer(tensor, "tensor", writable=is_root)
@@ -118,7 +124,9 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
 
 def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """tensor_list[r] receives rank r's `tensor`, on every rank."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="all_gather")
+    if g is None:
+        return None
     outs = [as_buffer(t, f"tensor_list[{i}]", writable=True) for i, t in enumerate(_check_list(tensor_list, "tensor_list", g.size))]
     buf = as_buffer(tensor, "tensor")
     for i, out in enumerate(outs):
@@ -144,7 +152,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """output_tensor holds every rank's input_tensor concatenated in rank order."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="all_gather_into_tensor")
+    if g is None:
+        return None
     out = as_buffer(output_tensor, "output_tensor", writable=True)
     buf = as_buffer(input_tensor, "input_tensor")
     same_dtype(out, buf, "all_gather_into_tensor output_tensor and input_tensor")
@@ -162,7 +172,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
                    algorithm=None, timeout=None):
     """Reduce input_list[r] across the group into rank r's `output`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="reduce_scatter")
+    if g is None:
+        return None
     out = as_buffer(output, "output", writable=True)
     ins = [as_buffer(t, f"input_list[{i}]") for i, t in enumerate(_check_list(input_list, "input_list", g.size))]
     for i, item in enumerate(ins):
@@ -182,7 +194,9 @@ def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_o
 def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
                           algorithm=None, timeout=None):
     """Reduce `input` across the group; rank r keeps block r (of output's size) in `output`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="reduce_scatter_tensor")
+    if g is None:
+        return None
     out = as_buffer(output, "output", writable=True)
     buf = as_buffer(input, "input")
     same_dtype(out, buf, "reduce_scatter_tensor output and input")
@@ -202,7 +216,9 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None, *,
            algorithm=None, timeout=None):
     """gather_list[r] on rank `dst` receives rank r's `tensor`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="gather")
+    if g is None:
+        return None
     root = group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
     buf = as_buffer(tensor, "tensor")
     counts = (buf.count,) * g.size
@@ -232,7 +248,9 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None, *,
             algorithm=None, timeout=None):
     """Rank r's `tensor` receives scatter_list[r] from rank `src`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="scatter")
+    if g is None:
+        return None
     root = group_peer(g, 0 if src is None and group_src is None else src, group_src, "src")
     out = as_buffer(tensor, "tensor", writable=True)
     problem = problem_of("scatter", g.size, (out.count,) * g.size, root)
@@ -279,7 +297,9 @@ def _rows(buffer: Buffer, shape) -> tuple[int, int]:
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
                       async_op=False, *, algorithm=None, timeout=None):
     """Split `input` along dim 0 by input_split_sizes, send piece j to rank j; output collects the pieces."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="all_to_all_single")
+    if g is None:
+        return None
     out = as_buffer(output, "output", writable=True)
     buf = as_buffer(input, "input")
     same_dtype(out, buf, "all_to_all_single output and input")
@@ -293,7 +313,9 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False, *, algorithm=None, timeout=None):
     """output_tensor_list[j] receives rank j's input_tensor_list[this rank]."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="all_to_all")
+    if g is None:
+        return None
     outs = [as_buffer(t, f"output_tensor_list[{i}]", writable=True)
             for i, t in enumerate(_check_list(output_tensor_list, "output_tensor_list", g.size))]
     ins = [as_buffer(t, f"input_tensor_list[{i}]")
@@ -348,13 +370,17 @@ def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:
 
 def barrier(group=None, async_op=False, device_ids=None, *, algorithm=None, timeout=None):
     """Return once every rank of the group has entered the barrier."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="barrier")
+    if g is None:
+        return None
     problem = problem_of("barrier", g.size, ())
     return g.collective(Call(problem, {}, "uint8", algorithm=algorithm, timeout=timeout), async_op)
 
 
 def _prefix(name: str, tensor, op, group, async_op, algorithm, timeout):
-    g = resolve_group(group)
+    g = resolve_group(group, op=name)
+    if g is None:
+        return None
     buf = as_buffer(tensor, "tensor", writable=True)
     op_name, combine, factor = _reduction(op, buf, g.size)
     if op_name == "avg":

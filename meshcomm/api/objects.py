@@ -56,7 +56,9 @@ def _lengths(g, frame_size: int, timeout=None) -> list[int]:
 
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None) -> None:
     """Replace object_list's entries on every rank by those of rank `src`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="broadcast_object_list")
+    if g is None:
+        return None
     root = group_peer(g, src, group_src, "src")
     if not isinstance(object_list, list):
         raise TypeError(f"object_list must be a list, got {type(object_list).__name__}")
@@ -77,7 +79,9 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
 
 def all_gather_object(object_list, obj, group=None) -> None:
     """object_list[r] becomes rank r's `obj`, on every rank."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="all_gather_object")
+    if g is None:
+        return None
     coll._check_list(object_list, "object_list", g.size)
     frame = dumps(obj)
     lengths = _lengths(g, frame.size)
@@ -89,7 +93,9 @@ def all_gather_object(object_list, obj, group=None) -> None:
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None) -> None:
     """object_gather_list[r] on rank `dst` becomes rank r's `obj`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="gather_object")
+    if g is None:
+        return None
     root = group_peer(g, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
     if g.rank == root:
         coll._check_list(object_gather_list, "object_gather_list", g.size)
@@ -110,7 +116,9 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
 def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None, group=None,
                         group_src=None) -> None:
     """scatter_object_output_list[0] on rank r becomes scatter_object_input_list[r] of rank `src`."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="scatter_object_list")
+    if g is None:
+        return None
     root = group_peer(g, 0 if src is None and group_src is None else src, group_src, "src")
     if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
         raise ValueError("scatter_object_output_list must be a list with at least one element")
@@ -135,15 +143,20 @@ def send_object_list(object_list, dst=None, group=None, device=None, group_dst=N
     """Send a list of objects to rank `dst` (pair with recv_object_list)."""
     if not isinstance(object_list, list):
         raise TypeError(f"object_list must be a list, got {type(object_list).__name__}")
+    if resolve_group(group, op="send_object_list") is None:
+        return None
     frame = dumps(object_list)
     p2p.send(np.array([frame.size], dtype=np.int64), dst, group, tag=0, group_dst=group_dst)
     p2p.send(frame, dst, group, tag=0, group_dst=group_dst)
 
 
 def recv_object_list(object_list, src=None, group=None, device=None, group_src=None) -> int:
-    """Fill object_list from what rank `src` (None: any) sent; returns the sender's global rank."""
+    """Fill object_list from what rank `src` (None: any) sent; returns the sender's global rank (-1 outside
+    `group`, as in torch)."""
     if not isinstance(object_list, list):
         raise TypeError(f"object_list must be a list, got {type(object_list).__name__}")
+    if resolve_group(group, op="recv_object_list") is None:
+        return -1
     size = np.empty(1, dtype=np.int64)
     sender = p2p.recv(size, src, group, tag=0, group_src=group_src)
     frame = np.empty(int(size[0]), dtype=np.uint8)

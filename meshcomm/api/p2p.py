@@ -21,18 +21,22 @@ def _check_tag(tag) -> int:
     return tag
 
 
-def isend(tensor, dst=None, group=None, tag=0, group_dst=None) -> MessageWork:
+def isend(tensor, dst=None, group=None, tag=0, group_dst=None) -> MessageWork | None:
     """Start sending `tensor` to rank `dst`; keep it unchanged until the Work completes."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="isend")
+    if g is None:
+        return None
     peer = group_peer(g, dst, group_dst, "dst")
     buf = as_buffer(tensor, "tensor")
     return g.isend(peer, _bytes(buf.flat), _check_tag(tag))
 
 
-def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> MessageWork:
+def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> MessageWork | None:
     """Start receiving into `tensor` from rank `src` (None: from any rank); the Work's source_rank() is the
     sender's global rank."""
-    g = resolve_group(group)
+    g = resolve_group(group, op="irecv")
+    if g is None:
+        return None
     peer = None if src is None and group_src is None else group_peer(g, src, group_src, "src")
     buf = as_buffer(tensor, "tensor", writable=True)
     return g.irecv(peer, _bytes(buf.flat), _check_tag(tag), buf.finish if buf.writeback else None)
@@ -40,12 +44,17 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> MessageWork:
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
     """Send `tensor` to rank `dst` and return once it is handed to the transport."""
-    isend(tensor, dst, group, tag, group_dst).wait()
+    work = isend(tensor, dst, group, tag, group_dst)
+    if work is not None:
+        work.wait()
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
-    """Receive into `tensor` from `src` (None: any rank); returns the sender's global rank."""
+    """Receive into `tensor` from `src` (None: any rank); returns the sender's global rank (-1 outside `group`,
+    as in torch)."""
     work = irecv(tensor, src, group, tag, group_src)
+    if work is None:
+        return -1
     work.wait()
     return work.source_rank()
 

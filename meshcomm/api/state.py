@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from meshcomm.group.group import Group
 from meshcomm.group.runtime import Runtime
 
@@ -30,11 +32,18 @@ def is_initialized() -> bool:
     return _runtime is not None
 
 
-def resolve_group(group, member: bool = True) -> Group:
-    """The Group for `group` (None = world); ValueError if this rank is outside it."""
+def resolve_group(group, member: bool = True, op: str | None = None) -> Group | None:
+    """The Group for `group` (None = world); ValueError if this rank is outside it.
+
+    With `op` (the name of a torch-face call), a rank outside the group gets
+    torch's warning and None instead, and the call does nothing: tutorial code
+    runs every rank through calls on groups some ranks are not in, as torch
+    allows."""
     if group is None:
         return runtime().world
     if group is GroupMember.NON_GROUP_MEMBER:
+        if op is not None:
+            return _not_in_group(op, runtime().rank)
         raise ValueError(f"rank {runtime().rank} is not a member of this group (new_group returned NON_GROUP_MEMBER)")
     if not isinstance(group, Group):
         raise TypeError(f"group must be a group from new_group()/split_group() or None, got {type(group).__name__}")
@@ -43,10 +52,16 @@ def resolve_group(group, member: bool = True) -> Group:
     if group.destroyed:
         raise ValueError(f"group {group.group_name!r} was destroyed")
     if member and group.rank < 0:
+        if op is not None:
+            return _not_in_group(op, group.runtime.rank)
         raise ValueError(
             f"rank {group.runtime.rank} is not in group {group.group_name!r} (ranks {list(group.ranks)})"
         )
     return group
+
+
+def _not_in_group(op: str, rank: int) -> None:
+    warnings.warn(f"Running {op} on global rank {rank} which does not belong to the given group.", stacklevel=3)
 
 
 def group_peer(group: Group, global_rank, group_rank, role: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 
 from meshcomm.cli import argtypes
 from meshcomm.cli.main import UsageError
@@ -13,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
         "meshcomm run [options] script.py [args ...]\n"
         "       meshcomm run [options] -m module [args ...]\n"
-        "       meshcomm run [options] -- command [args ...]"
+        "       meshcomm run [options] [--] command [args ...]   (a command on PATH, such as python prog.py)"
     )
     # Abbreviations off: `--master` must not silently mean one of two options.
     parser.allow_abbrev = False
@@ -56,6 +57,8 @@ def command_of(args: argparse.Namespace) -> list[str]:
     if args.module:
         return python_module_command(name, rest)
     if not os.path.isfile(name):
+        if os.sep not in name and shutil.which(name):
+            return program  # `meshcomm run -n 4 python prog.py`, as with mpiexec: a command on PATH
         raise UsageError(
             f"script {name!r} is not a file; to run a program that is not a Python script, "
             f"put it after '--' (meshcomm run -n {args.nproc} -- {' '.join(program)})"

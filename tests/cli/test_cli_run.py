@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -71,6 +72,20 @@ def test_dash_dash_runs_any_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert sorted(capsys.readouterr().out.splitlines()) == ["[rank0]: cmd 0", "[rank1]: cmd 1"]
 
 
+def test_a_command_on_path_runs_without_dash_dash_as_with_mpiexec(
+    rank_script: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `meshcomm run -n 2 python prog.py`: "python" is no file here, but a command on PATH.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-n", "2", "python", rank_script, "--lr", "3"]) == 0
+    lines = rank_lines(capsys.readouterr().out)
+    assert sorted(lines) == [0, 1] and all(line.endswith("args=['--lr', '3']") for line in lines.values())
+
+
 def test_module_form_runs_python_dash_m(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,7 +128,8 @@ def test_failing_rank_through_the_cli(tmp_path: Path) -> None:
         (["run", "-n", "2"], "nothing to run: give script.py, -m module, or -- command"),
         (["run", "--"], "'--' must be followed by the command to run"),
         (["run", "-m", "--", "mod"], "-m/--module names a Python module; it cannot be combined with '-- command'"),
-        (["run", "-n", "2", "python", "-c", "1"], "script 'python' is not a file; to run a program that is not a Python script, put it after '--' (meshcomm run -n 2 -- python -c 1)"),
+        (["run", "-n", "2", "no_such_script.py", "-c", "1"], "script 'no_such_script.py' is not a file; to run a program that is not a Python script, put it after '--' (meshcomm run -n 2 -- no_such_script.py -c 1)"),
+        (["run", "-n", "2", "./no_such_program"], "script './no_such_program' is not a file"),
         (["run", "--master", "1", "x.py"], "unrecognized arguments: --master"),
     ],
 )
