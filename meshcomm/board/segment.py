@@ -384,7 +384,9 @@ def _store_wait(store, keys: list[str], members, deadline: float, timeout: float
         except CommTimeoutError:
             missing = [m for m, k in zip(members, keys) if not store.check([k])]
             if time.monotonic() >= deadline:
-                raise
+                raise CommTimeoutError(f"members {missing} had not joined the group's board within {timeout:g} s "
+                                       f"(missing store keys {[k for m, k in zip(members, keys) if m in missing]})"
+                                       ) from None
             between(missing)
         except PeerLostError:
             between(members)  # the store's host left: the transport names it, if it is a member

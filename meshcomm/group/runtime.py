@@ -83,6 +83,7 @@ class Runtime:
         self.failed = False  # a collective of this rank failed: the store may be needed a moment longer
         self.monitor = Monitor(self, PrefixStore("meshcomm", store))
         self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
+        atexit.register(self._let_peers_finish)  # a program that exits without destroy_process_group
 
     def _agreed_tuning(self, store: Store) -> tuple[model.Parameters, int]:
         """Rank 0's cost-model parameters and core count, for every rank.
@@ -206,14 +207,21 @@ class Runtime:
         with self._lock:
             self._next_group_id = max(self._next_group_id, group_id + 1)
 
+    def _let_peers_finish(self) -> None:
+        """If this rank serves the job's store, serve on until the other ranks have left it (at most the
+        timeout; after a failure, as long as they need to report): a rank may exit right after its last call
+        while its peers' later calls still need the store (a sub-group's first board call, a rendezvous)."""
+        if hasattr(self.store, "linger"):
+            self.store.linger(health.REPORT_WAIT_SECONDS + 1.0 if self.failed else self.timeout)
+
     def close(self) -> None:
         self.monitor.stop()
         if self._previous_sigusr1 is not None:
             signal.signal(signal.SIGUSR1, self._previous_sigusr1)
         for group in self.groups.values():
             group.shutdown()
-        if self.failed and hasattr(self.store, "linger"):
-            self.store.linger(health.REPORT_WAIT_SECONDS + 1.0)
+        atexit.unregister(self._let_peers_finish)
+        self._let_peers_finish()
         self.transport.close()
         self.store.close()
         if self.trace is not None:

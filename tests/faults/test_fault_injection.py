@@ -7,10 +7,15 @@ asserted here; benchmarks/fault_matrix.py measures them over the full matrix.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from meshcomm.trace import doctor
 from tests.faults.harness import run_scenario
+from tests.ranks import run_program
+
+EARLY_EXIT = Path(__file__).with_name("early_exit_program.py")
 
 
 def assert_clean(run, victim: int | None) -> None:
@@ -163,3 +168,16 @@ def test_abort_reaches_ranks_waiting_on_the_board(tmp_path) -> None:
     run = run_scenario(tmp_path, 3, "abort", "all_reduce", 1, timeout=60, env=BOARD)
     assert_clean(run, None)
     assert all(outcome.error == "AbortedError" for outcome in run.outcomes), [o.message for o in run.outcomes]
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("late", [0.0, 0.3])
+def test_a_rank_serving_the_store_that_exits_early_leaves_it_to_the_others(late) -> None:
+    # Rank 0 leaves right after its last call, with or without destroy_process_group; the others' later calls
+    # still need its store. Repeated: the exit races the late ranks' first board call.
+    for _ in range(3):
+        exits = run_program(EARLY_EXIT, 4, [str(late)], timeout=90)
+        for rank, done in enumerate(exits):
+            assert done.returncode == 0, f"rank {rank}: {done.stderr[-2000:]}"
+        results = sorted(line for done in exits for line in done.stdout.splitlines() if line.startswith("RESULT"))
+        assert results == ["RESULT 0 [3, 3, 3]", "RESULT 1 [3, 3, 3]", "RESULT 2 [7, 7, 7]", "RESULT 3 [7, 7, 7]"]
