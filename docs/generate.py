@@ -219,6 +219,7 @@ def index_page() -> str:
         "- [failures.md](failures.md): timeouts, dead ranks, abort, the flight recorder, `meshcomm doctor`",
         "- [tools.md](tools.md): `meshcomm bench`, `explain`, `trace` (traces of real jobs) and `sim` in depth",
         "- [torch-backend.md](torch-backend.md) and [mpi.md](mpi.md): the torch backend and the MPI face",
+        "- [compat.md](compat.md): what still differs from torch.distributed for `import meshcomm as dist`",
     ]
     return "\n".join(lines) + "\n"
 

@@ -32,21 +32,25 @@ def _timeout(timeout):
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
               group_desc=None, device_id=None):
-    """A group of `ranks` (all ranks when None); outsiders get GroupMember.NON_GROUP_MEMBER."""
+    """A group of `ranks` (all ranks when None), in rank order as torch makes it; outsiders get
+    GroupMember.NON_GROUP_MEMBER."""
     rt = state.runtime()
-    members = tuple(range(rt.world_size)) if ranks is None else _check_ranks(ranks, rt.world_size)
+    members = tuple(range(rt.world_size)) if ranks is None else tuple(sorted(_check_ranks(ranks, rt.world_size)))
     group = rt.new_group(members, _timeout(timeout), group_desc)
     return group if group.rank >= 0 else state.GroupMember.NON_GROUP_MEMBER
 
 
 def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None,
                                  group_desc=None):
-    """One group per list of ranks; returns (this rank's group or None, all groups)."""
+    """One group per list of ranks (each in rank order, as torch makes them); returns (this rank's group or None,
+    all groups)."""
+    if not ranks_per_subgroup_list:
+        raise ValueError("ranks_per_subgroup_list must not be empty")
     rt = state.runtime()
     seen: set[int] = set()
     groups, mine = [], None
     for index, ranks in enumerate(ranks_per_subgroup_list):
-        members = _check_ranks(ranks, rt.world_size, f"ranks_per_subgroup_list[{index}]")
+        members = tuple(sorted(_check_ranks(ranks, rt.world_size, f"ranks_per_subgroup_list[{index}]")))
         overlap = seen.intersection(members)
         if overlap:
             raise ValueError(f"rank(s) {sorted(overlap)} appear in more than one subgroup")

@@ -97,7 +97,9 @@ def _master_host(method: str | None, rank: int, world_size: int) -> str | None:
 
 
 def destroy_process_group(group=None) -> None:
-    """Leave the job (group=None) or retire one sub-group."""
+    """Leave the job (group=None) or retire one sub-group (nothing for a rank outside it, as in torch)."""
+    if group is state.GroupMember.NON_GROUP_MEMBER:
+        return
     if group is not None:
         g = state.resolve_group(group, member=False)
         g.shutdown()

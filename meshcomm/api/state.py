@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import meshcomm.group as group_package
 from meshcomm.group.group import Group
 from meshcomm.group.runtime import Runtime
 
@@ -13,8 +14,8 @@ _runtime: Runtime | None = None
 class GroupMember:
     """torch's sentinels: WORLD means the default group; NON_GROUP_MEMBER is what new_group gives outsiders."""
 
-    WORLD = None
-    NON_GROUP_MEMBER = object()
+    WORLD = group_package.WORLD
+    NON_GROUP_MEMBER = group_package.NON_GROUP_MEMBER
 
 
 def set_runtime(runtime: Runtime | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,3 +33,12 @@ class Call:
         if sample is None:
             sample = self.buffers.get("output")
         return sample.itemsize if sample is not None else 1
+
+
+def seconds(timeout: float | datetime.timedelta) -> float:
+    """A timeout as torch spells it (seconds, or a timedelta) in seconds; ValueError unless positive."""
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds or a timedelta, got {timeout!r}")
+    return float(timeout)

@@ -22,7 +22,7 @@ from meshcomm.board.seat import Seat
 from meshcomm.errors import CommTimeoutError
 from meshcomm.executor import executor
 from meshcomm.executor import fingerprint as fp
-from meshcomm.group.call import Call
+from meshcomm.group.call import Call, seconds
 from meshcomm.group.work import MessageWork, QueuedWork, Work
 from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport.header import KIND_P2P, Key
@@ -102,7 +102,7 @@ class Group:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plan(key, call.buffers)
-        limit = self.timeout if call.timeout is None else call.timeout
+        limit = self.timeout if call.timeout is None else seconds(call.timeout)
         run = self._run_as_messages if plan.board is None else self._run_on_board
         recorder = self.runtime.recorder
         buffers, combine, finish = call.buffers, call.combine, call.finish

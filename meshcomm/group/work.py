@@ -11,6 +11,7 @@ torch_backend/work.py's TorchWork and mpi/request.py's Request.
 
 from __future__ import annotations
 
+import datetime
 import threading
 from typing import Any, Callable
 
@@ -27,8 +28,8 @@ class Work:
         self._callbacks: list[Callable[["Work"], None]] = []
         self._lock = threading.Lock()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until done (at most `timeout` seconds when given); raise its error if it failed."""
+    def wait(self, timeout: float | datetime.timedelta | None = None) -> bool:
+        """Block until done (at most `timeout` seconds, or a timedelta, when given); raise its error if it failed."""
         raise NotImplementedError
 
     def is_completed(self) -> bool:
@@ -104,7 +105,9 @@ class QueuedWork(Work):
     def _mark_done(self) -> None:
         self._event.set()
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def wait(self, timeout: float | datetime.timedelta | None = None) -> bool:
+        if isinstance(timeout, datetime.timedelta):  # torch's spelling
+            timeout = timeout.total_seconds()
         if not self._event.wait(timeout):
             raise CommTimeoutError(f"{self.description} did not complete within {timeout} s")
         if self._error is not None:
@@ -168,7 +171,9 @@ class MessageWork(Work):
             return
         self._complete(None)
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def wait(self, timeout: float | datetime.timedelta | None = None) -> bool:
+        if isinstance(timeout, datetime.timedelta):  # torch's spelling
+            timeout = timeout.total_seconds()
         with self._drive_lock:
             self._run(self._default_timeout if timeout is None else timeout)
         if self._error is not None:

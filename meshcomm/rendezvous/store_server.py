@@ -204,7 +204,9 @@ class StoreServer:
                     continue
                 thread = threading.Thread(target=self._handshake, args=(sock,), name="meshcomm-store-auth", daemon=True)
                 self._handshaking[sock] = thread
-            thread.start()
+                # Started under the lock: close() joins every registered thread, and a thread never started
+                # cannot be joined.
+                thread.start()
 
     def _handshake(self, sock: socket.socket) -> None:
         ok = False

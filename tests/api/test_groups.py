@@ -143,3 +143,28 @@ def test_eight_ranks_groups_splits_and_objects(cluster8):
         assert extra is True if rank == 0 else extra == 7
     assert cluster8.run(subgroups_and_split_group) == [8] * 8
     assert all(cluster8.run(objects))
+
+
+def _ordered_and_timed() -> list:
+    import datetime
+
+    n = dist.get_world_size()
+    group = dist.new_group(list(reversed(range(n))))  # torch puts a group's ranks in rank order
+    x = np.ones(1)
+    dist.all_reduce(x, group=dist.group.WORLD, timeout=datetime.timedelta(seconds=30))  # torch's spellings
+    work = dist.all_reduce(x, async_op=True)
+    work.wait(datetime.timedelta(seconds=30))
+    outsider_destroyed = dist.destroy_process_group(dist.GroupMember.NON_GROUP_MEMBER)
+    return [dist.get_process_group_ranks(group), dist.get_group_rank(group, dist.get_rank()), float(x[0]),
+            outsider_destroyed]
+
+
+def test_new_group_puts_ranks_in_order_and_timeouts_take_timedeltas_as_in_torch(cluster) -> None:
+    n = cluster.size
+    for rank, got in enumerate(cluster.run(_ordered_and_timed)):
+        assert got == [list(range(n)), rank, float(n * n), None]
+
+
+def test_an_empty_enumeration_of_subgroups_is_refused() -> None:
+    with pytest.raises(ValueError, match="ranks_per_subgroup_list must not be empty"):
+        dist.new_subgroups_by_enumeration([])
