@@ -86,8 +86,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
     buf = as_buffer(tensor, "tensor", writable=True)
     problem = problem_of("broadcast", g.size, (buf.count,), root)
     buffers = {"input": buf.flat, "output": buf.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             algorithm=algorithm, finish=_finishing(buf), timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, _finishing(buf), timeout), async_op)
 
 
 def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -100,8 +99,7 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
     problem = problem_of("all_reduce", g.size, (buf.count,))
     finish = _finishing(buf, factor)
     buffers = {"input": buf.flat, "output": buf.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             op=name, combine=combine, algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout), async_op)
 
 
 def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, group_dst=None, *,
@@ -118,8 +116,7 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
     output = buf.flat if is_root else np.empty_like(buf.flat)
     finish = _finishing(buf, factor) if is_root else None
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             op=name, combine=combine, algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout), async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -146,8 +143,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
             out.finish()
 
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -165,8 +161,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         )
     problem = problem_of("all_gather", g.size, (buf.count,) * g.size)
     buffers = {"input": buf.flat, "output": out.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             algorithm=algorithm, finish=_finishing(out), timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, _finishing(out), timeout), async_op)
 
 
 def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
@@ -187,8 +182,7 @@ def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_o
     joined = np.concatenate([item.flat for item in ins]) if ins else np.empty(0, out.flat.dtype)
     finish = _finishing(out, factor)
     buffers = {"input": joined, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name,
-                             op=name, combine=combine, algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, out.dtype_name, name, combine, algorithm, finish, timeout), async_op)
 
 
 def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
@@ -209,8 +203,7 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
     problem = problem_of("reduce_scatter", g.size, (out.count,) * g.size)
     finish = _finishing(out, factor)
     buffers = {"input": buf.flat, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name,
-                             op=name, combine=combine, algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, out.dtype_name, name, combine, algorithm, finish, timeout), async_op)
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None, *,
@@ -241,8 +234,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
             raise ValueError(f"gather_list must be given on the destination rank only (dst={g.ranks[root]})")
         output, finish = np.empty(0, dtype=buf.flat.dtype), None
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout), async_op)
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None, *,
@@ -266,8 +258,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             raise ValueError(f"scatter_list must be given on the source rank only (src={g.ranks[root]})")
         joined = np.empty(0, dtype=out.flat.dtype)
     buffers = {"input": joined, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name,
-                             algorithm=algorithm, finish=_finishing(out), timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, out.dtype_name, "none", None, algorithm, _finishing(out), timeout), async_op)
 
 
 def _splits(sizes, name: str, total: int, size: int, row: int) -> list[int]:
@@ -348,8 +339,7 @@ def _all_to_all(g, buf: Buffer, output: np.ndarray, send: list[int], recv: list[
         counts = _exchange_matrix(g, send, recv, timeout)
     problem = problem_of("all_to_all", g.size, counts)
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout), async_op)
 
 
 def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:
@@ -357,7 +347,7 @@ def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:
     mine = np.asarray(send, dtype=np.int64)
     matrix = np.empty(g.size * g.size, dtype=np.int64)
     problem = problem_of("all_gather", g.size, (g.size,) * g.size)
-    g.collective(Call(problem, {"input": mine, "output": matrix}, "int64", timeout=timeout))
+    g.collective(Call(problem, {"input": mine, "output": matrix}, "int64", "none", None, None, None, timeout))
     table = matrix.reshape(g.size, g.size)
     column = table[:, g.rank].tolist()
     if column != list(recv):
@@ -374,7 +364,7 @@ def barrier(group=None, async_op=False, device_ids=None, *, algorithm=None, time
     if g is None:
         return None
     problem = problem_of("barrier", g.size, ())
-    return g.collective(Call(problem, {}, "uint8", algorithm=algorithm, timeout=timeout), async_op)
+    return g.collective(Call(problem, {}, "uint8", "none", None, algorithm, None, timeout), async_op)
 
 
 def _prefix(name: str, tensor, op, group, async_op, algorithm, timeout):
@@ -388,8 +378,7 @@ def _prefix(name: str, tensor, op, group, async_op, algorithm, timeout):
     problem = problem_of(name, g.size, (buf.count,))
     finish = _finishing(buf, factor)
     buffers = {"input": buf.flat, "output": buf.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name,
-                             op=op_name, combine=combine, algorithm=algorithm, finish=finish, timeout=timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, op_name, combine, algorithm, finish, timeout), async_op)
 
 
 def scan(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):

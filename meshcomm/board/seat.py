@@ -48,8 +48,9 @@ class Seat:
             self._on_one_host = self._transport.shares_memory_with(self._ranks)
         return self._on_one_host
 
-    def run(self, plan: board_run.Plan, seq: int, fingerprint: bytes, algorithm: str, buffers: dict, combine,
-            timeout: float) -> None:
+    def run(self, plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+        """Run call `seq` on the board by the group's `plan` (its `board` plan, `fingerprint` and `algorithm`);
+        the group calls this directly, as it runs a call as messages."""
         transport = self._transport
         transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
         ranks, group_id = self._ranks, self._group_id
@@ -69,12 +70,12 @@ class Seat:
 
         trace = self._trace
         start = trace.now() if trace is not None else 0
-        board_run.run(self._board, plan, seq, fingerprint, buffers, combine, timeout, transport.spin_seconds,
-                      not transport.crowded, check_peers, self._group_name, ranks)
+        board_run.run(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout,
+                      transport.spin_seconds, not transport.crowded, check_peers, self._group_name, ranks)
         if trace is not None:
-            trace.complete("collective", plan.problem.collective, start, trace.now(),
-                           {"group": self._group_name, "group_id": group_id, "seq": seq, "algorithm": algorithm,
-                            "call": fp.describe(fingerprint), "board": True})
+            trace.complete("collective", plan.board.problem.collective, start, trace.now(),
+                           {"group": self._group_name, "group_id": group_id, "seq": seq,
+                            "algorithm": plan.algorithm, "call": fp.describe(plan.fingerprint), "board": True})
 
     def close(self) -> None:
         if self._board is not None:

@@ -34,7 +34,7 @@ _PLANS_KEPT = 512  # a group's calls of that many shapes, dtypes and ops find th
 
 
 class _Plan(NamedTuple):
-    """How this rank runs calls of one (problem, dtype, op, itemsize, algorithm); see Group._plan."""
+    """How this rank runs calls of one (problem, dtype, op, algorithm); see Group._plan."""
 
     fingerprint: bytes
     algorithm: str
@@ -98,12 +98,12 @@ class Group:
 
     def collective(self, call: Call, async_op: bool = False) -> Work | None:
         """Run (or queue) one collective on this rank's buffers; a Work when `async_op`."""
-        key = (call.problem, call.dtype, call.op, call.itemsize, call.algorithm)
+        key = (call.problem, call.dtype, call.op, call.algorithm)  # the dtype's name fixes its itemsize
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan(key, call.buffers)
+            plan = self._plan(key, call.itemsize)
         limit = self.timeout if call.timeout is None else seconds(call.timeout)
-        run = self._run_as_messages if plan.board is None else self._run_on_board
+        run = self._run_as_messages if plan.board is None else self.seat.run
         recorder = self.runtime.recorder
         buffers, combine, finish = call.buffers, call.combine, call.finish
 
@@ -119,11 +119,11 @@ class Group:
 
         return self.submit(plan.description, job, async_op)
 
-    def _plan(self, key: tuple, buffers: dict) -> _Plan:
-        """How this rank runs every call of `key` (problem, dtype, op, itemsize, algorithm): all of it is decided
-        alike for each such call, so it is kept for the next one. Not under MESHCOMM_DEBUG, where every call is
-        to print its choice."""
-        problem, dtype_name, op_name, itemsize, algorithm = key
+    def _plan(self, key: tuple, itemsize: int) -> _Plan:
+        """How this rank runs every call of `key` (problem, dtype, op, algorithm) on elements of `itemsize` bytes:
+        all of it is decided alike for each such call, so it is kept for the next one. Not under MESHCOMM_DEBUG,
+        where every call is to print its choice."""
+        problem, dtype_name, op_name, algorithm = key
         if self.hosts:
             problem = dataclasses.replace(problem, hosts=self.hosts)
         if algorithm is None:
@@ -158,9 +158,6 @@ class Group:
             trace=self.runtime.trace,
         )
         executor.run(execution, self.runtime.transport)
-
-    def _run_on_board(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
-        self.seat.run(plan.board, seq, plan.fingerprint, plan.algorithm, buffers, combine, timeout)
 
     @property
     def single_copy(self) -> bool:
