@@ -182,6 +182,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     else:
         payload = _NOTHING
     by_reference = plan.by_reference
+    board.yielding = not plan.some_by_reference and plan.algorithm == "direct"
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
                    byte_view(output) if writes else None, None if by_reference else left_out)

@@ -108,6 +108,9 @@ class Board:
         # On a host with more ranks than cores: how long a wait hands its core to the ranks it waits for
         # (sched_yield between looks) before it sleeps; the group's seat sets it.
         self.yield_seconds = 0.0
+        # Whether this call's waits yield: a call that copies little, whose peers arrive within microseconds. A
+        # large call's waiters would take turns on the cores its copying ranks need.
+        self.yielding = False
         self._posts = 0  # this member's board calls so far: which of its slots the next one takes
         self._current = 0  # the slot of its latest board call, where every member's post of that call is
         # The sequence numbers of its last slots - 1 board calls: a post waits for the oldest.
@@ -321,7 +324,7 @@ class Board:
         missing = [m for m in candidates if m != me and not ready(m)]
         if not missing:
             return
-        if self.yield_seconds:  # instead of spinning on a core a missing member needs
+        if self.yielding and self.yield_seconds:  # instead of spinning on a core a missing member needs
             end = time.perf_counter() + self.yield_seconds
             while missing and time.perf_counter() < end:
                 os.sched_yield()

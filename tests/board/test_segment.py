@@ -122,7 +122,7 @@ def test_on_a_crowded_host_a_wait_hands_its_core_over_instead_of_sleeping(boards
 
     monkeypatch.setattr(os, "sched_yield", sched_yield)
     post(boards[2], 2, 5, b"")
-    boards[0].yield_seconds = 60.0
+    boards[0].yield_seconds, boards[0].yielding = 60.0, True
     boards[0].wait(0, 5, (1, 2), spin=0.0, deadline=float("inf"), between=lambda missing: pytest.fail("slept"))
     assert len(yields) == 3
 
@@ -130,7 +130,7 @@ def test_on_a_crowded_host_a_wait_hands_its_core_over_instead_of_sleeping(boards
 def test_a_wait_that_yields_sleeps_once_its_yielding_is_over(boards, monkeypatch) -> None:
     monkeypatch.setattr(os, "sched_yield", lambda: None)
     slept = []
-    boards[0].yield_seconds = 1e-4
+    boards[0].yield_seconds, boards[0].yielding = 1e-4, True
     with pytest.raises(TimeoutError, match=r"members \[1\]"):
         boards[0].wait(0, 6, (1,), spin=0.0, deadline=0.0, between=slept.append)
     assert slept == [[1]]
