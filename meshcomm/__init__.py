@@ -12,7 +12,7 @@ entry point and for command-line tools.
 import importlib as _importlib
 import sys as _sys
 
-from meshcomm._version import __version__
+from meshcomm._version import __version__  # noqa: F401 (public)
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
