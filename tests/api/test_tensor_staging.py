@@ -12,7 +12,7 @@ import pytest
 
 from meshcomm.api.tensors import _torch_buffer, as_buffer
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
 
 class OnDevice:

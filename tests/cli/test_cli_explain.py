@@ -60,7 +60,7 @@ def test_format_follows_the_output_suffix(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_png_to_a_file(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'meshcomm[viz]')")
     target = tmp_path / "ring.png"
     assert main(["explain", "all_reduce", "--algo", "ring", "-n", "4", "--format", "png", "-o", str(target)]) == 0
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

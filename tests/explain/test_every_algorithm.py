@@ -39,7 +39,7 @@ def test_every_algorithm_renders_as_text_svg_and_html(collective: str, name: str
 
 @pytest.mark.parametrize(("collective", "name"), CASES)
 def test_every_algorithm_renders_as_png(collective: str, name: str) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'meshcomm[viz]')")
     # One size per algorithm: PNG differs from SVG only in the backend drawing the same layout.
     for _, trace in _traces(collective, name, sizes=(5,)):
         image = render(trace, "png")

@@ -10,7 +10,7 @@ from meshcomm.explain import build_trace, make_problem, render
 
 
 def test_png_is_an_image_of_the_sheets_size() -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'meshcomm[viz]')")
     from meshcomm.explain.layout import sheet
 
     trace = build_trace(make_problem("all_reduce", 4, 8), "ring")
