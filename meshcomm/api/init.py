@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
 import urllib.parse
 
 from meshcomm import config
 from meshcomm.api import state
+from meshcomm.group.call import seconds
 from meshcomm.group.runtime import Runtime
 from meshcomm.rendezvous import environment
 from meshcomm.rendezvous import init_method as rendezvous
@@ -41,13 +41,7 @@ def _check_backend(backend) -> str:
 
 
 def _seconds(timeout) -> float:
-    if timeout is None:
-        return config.get_float("MESHCOMM_TIMEOUT")
-    if isinstance(timeout, datetime.timedelta):
-        timeout = timeout.total_seconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds or a timedelta, got {timeout!r}")
-    return float(timeout)
+    return config.get_float("MESHCOMM_TIMEOUT") if timeout is None else seconds(timeout)
 
 
 def init_process_group(
