@@ -58,7 +58,7 @@ class _Posted(Work):
     def _mark_done(self) -> None:
         pass  # `done` is derived from the mailbox's state
 
-    def wait(self, timeout: float | None = None) -> bool:
+    def _wait(self, timeout: float | None) -> bool:
         self._mailbox.wait(lambda: self.done, self.description, timeout)
         self._tell()
         return True

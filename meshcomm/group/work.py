@@ -30,6 +30,11 @@ class Work:
 
     def wait(self, timeout: float | datetime.timedelta | None = None) -> bool:
         """Block until done (at most `timeout` seconds, or a timedelta, when given); raise its error if it failed."""
+        if isinstance(timeout, datetime.timedelta):  # torch's spelling
+            timeout = timeout.total_seconds()
+        return self._wait(timeout)
+
+    def _wait(self, timeout: float | None) -> bool:
         raise NotImplementedError
 
     def is_completed(self) -> bool:
@@ -105,9 +110,7 @@ class QueuedWork(Work):
     def _mark_done(self) -> None:
         self._event.set()
 
-    def wait(self, timeout: float | datetime.timedelta | None = None) -> bool:
-        if isinstance(timeout, datetime.timedelta):  # torch's spelling
-            timeout = timeout.total_seconds()
+    def _wait(self, timeout: float | None) -> bool:
         if not self._event.wait(timeout):
             raise CommTimeoutError(f"{self.description} did not complete within {timeout} s")
         if self._error is not None:
@@ -171,9 +174,7 @@ class MessageWork(Work):
             return
         self._complete(None)
 
-    def wait(self, timeout: float | datetime.timedelta | None = None) -> bool:
-        if isinstance(timeout, datetime.timedelta):  # torch's spelling
-            timeout = timeout.total_seconds()
+    def _wait(self, timeout: float | None) -> bool:
         with self._drive_lock:
             self._run(self._default_timeout if timeout is None else timeout)
         if self._error is not None:
