@@ -27,6 +27,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_SHM_RING_BYTES": ("", "bytes of each shared-memory ring (default: 4 MiB, less when a host has over 16 ranks)"),
     "MESHCOMM_SINGLE_COPY_BYTES": ("1048576", "messages at least this large to a rank of the same host are read straight from the sender's memory (one copy, Linux process_vm_readv) when the kernel allows it; 0 = always copy through the shared ring"),
     "MESHCOMM_YIELD_US": ("20000", "microseconds a rank waiting on its group's shared-memory board yields its core to the others between looks, before it sleeps, on a host with more ranks than cores (0 = sleep at once)"),
+    "MESHCOMM_NATIVE": ("1", "0 runs the pure-Python per-call path even when the compiled extension is built (meshcomm doctor says which runs)"),
     "MESHCOMM_SPIN_US": ("", "microseconds a waiting rank polls before sleeping on its futex (default 50; 10 when ranks outnumber cores)"),
     "MESHCOMM_JOB_ID": ("", "names the job's shared-memory segments (set by `meshcomm run`, which removes leftovers)"),
     "MESHCOMM_IFNAME_ADDR": ("", "address this rank advertises to peers for data connections"),

@@ -18,7 +18,7 @@ import numpy as np
 from meshcomm.executor import narrow_floats
 
 
-@dataclass
+@dataclass(slots=True)
 class Buffer:
     flat: np.ndarray  # 1-D contiguous view (or copy) of the user's data
     dtype_name: str  # the user-visible dtype, e.g. "float32", "bfloat16"
@@ -61,10 +61,11 @@ def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
             raise TypeError(f"{name} has dtype {array.dtype}, which meshcomm cannot send (numeric and bool only)")
         accepted = _ACCEPTED[array.dtype] = (dtype_name, logical)
     dtype_name, logical = accepted
-    if writable and not array.flags.writeable:
+    flags = array.flags  # made anew on each access: looked at once
+    if writable and not flags.writeable:
         raise ValueError(f"{name} is read-only, but this operation writes its result into it")
     storage = array.view(narrow_floats.storage(logical)) if logical else array
-    if storage.flags.c_contiguous:
+    if flags.c_contiguous:
         return Buffer(storage if storage.ndim == 1 else storage.reshape(-1), dtype_name, logical, None)
     copy = np.ascontiguousarray(storage)
 

@@ -27,14 +27,10 @@ INSTALL_HINTS: dict[str, str] = {
     "mpiexec": "apt-get install -y mpich libmpich-dev",
 }
 
-# The `mpich-yield` variant: MPICH's knob for yielding the CPU while polling.
-# MPIR_CVAR_POLLS_BEFORE_YIELD is declared in ch3:nemesis (mpid_nem_inline.h):
-# ch4 builds such as Debian's ch4:ucx MPICH 4.0.2 accept it and ignore it, and
-# MPICH 4.0 has no ch4 equivalent (MPIR_CVAR_ENABLE_HEAVY_YIELD came later;
-# MPIR_CVAR_ASYNC_PROGRESS adds a polling thread, which is worse on few cores).
-# So it can matter only on ch3 builds: on Debian's ch4 MPICH it changed nothing
-# (benchmarks/results/design-figures-2026-11-25.md).
-MPICH_YIELD_ENV: dict[str, str] = {"MPIR_CVAR_POLLS_BEFORE_YIELD": "1"}
+# The `mpich-yield` variant: MPICH whose waits hand the core over. MPICH 4 (ch4) ignores
+# MPIR_CVAR_POLLS_BEFORE_YIELD, so each collective is its nonblocking twin completed by
+# `while not req.Test(): os.sched_yield()` (shared/MEASUREMENTS.md): the fair rival when ranks outnumber cores.
+MPICH_YIELD_HOW = "nonblocking calls completed by Test() + sched_yield()"
 
 Call = Callable[[], None]
 
@@ -178,9 +174,6 @@ class Mpi(Library):
     """mpi4py's buffer methods (Allreduce, Bcast, ...) on the numpy buffers, started by mpiexec."""
 
     def __init__(self, name: str) -> None:
-        if name == "mpich-yield":
-            # Read by MPI_Init, which `from mpi4py import MPI` calls.
-            os.environ.update(MPICH_YIELD_ENV)
         from mpi4py import MPI
 
         self.name = name
@@ -192,7 +185,7 @@ class Mpi(Library):
         from mpi4py import __version__
 
         library = self._mpi.Get_library_version().strip().splitlines()[0].replace("\t", " ")
-        extra = " " + " ".join(f"{k}={v}" for k, v in MPICH_YIELD_ENV.items()) if self.name == "mpich-yield" else ""
+        extra = f" ({MPICH_YIELD_HOW})" if self.name == "mpich-yield" else ""
         return f"mpi4py {__version__}, {library}{extra}"
 
     def bind(self, lay: Layout, bufs: Buffers, root: int, op: str | None, algorithm: str | None) -> Call:
@@ -206,6 +199,8 @@ class Mpi(Library):
         reduce_op = {"sum": MPI.SUM, "prod": MPI.PROD, "min": MPI.MIN, "max": MPI.MAX, None: None}[op]
         send, recv = bufs.send, bufs.recv
         coll = lay.collective
+        if self.name == "mpich-yield":
+            return self._bind_yielding(coll, send, recv, root, reduce_op)
         if coll == "all_reduce":
             return lambda: comm.Allreduce(MPI.IN_PLACE, send, op=reduce_op)
         if coll == "broadcast":
@@ -228,6 +223,27 @@ class Mpi(Library):
             return lambda: comm.Scatter(source, recv, root=root)
         return _pingpong(self.rank, lambda peer: comm.Send(send, dest=peer), lambda peer: comm.Recv(send, source=peer))
 
+    def _bind_yielding(self, coll: str, send, recv, root: int, reduce_op) -> Call:
+        """The nonblocking twin of each call, waited for by Test() and sched_yield()."""
+        MPI, comm = self._mpi, self._comm
+        if coll == "pingpong":
+            return _pingpong(self.rank, lambda peer: _yield_until_done(comm.Isend(send, dest=peer)),
+                             lambda peer: _yield_until_done(comm.Irecv(send, source=peer)))
+        is_root = self.rank == root
+        starts: dict[str, Callable[[], Any]] = {
+            "all_reduce": lambda: comm.Iallreduce(MPI.IN_PLACE, send, op=reduce_op),
+            "broadcast": lambda: comm.Ibcast(send, root=root),
+            "reduce": (lambda: comm.Ireduce(MPI.IN_PLACE, send, op=reduce_op, root=root)) if is_root
+            else (lambda: comm.Ireduce(send, None, op=reduce_op, root=root)),
+            "all_gather": lambda: comm.Iallgather(send, recv),
+            "reduce_scatter": lambda: comm.Ireduce_scatter_block(send, recv, op=reduce_op),
+            "all_to_all": lambda: comm.Ialltoall(send, recv),
+            "gather": lambda: comm.Igather(send, recv if is_root else None, root=root),
+            "scatter": lambda: comm.Iscatter(send if is_root else None, recv, root=root),
+        }
+        start = starts[coll]
+        return lambda: _yield_until_done(start())
+
     def all_gather(self, local: np.ndarray) -> np.ndarray:
         mine = np.ascontiguousarray(local, dtype=np.float64)
         out = np.empty((self.size, mine.size), dtype=np.float64)
@@ -236,6 +252,11 @@ class Mpi(Library):
 
     def close(self) -> None:
         pass  # mpi4py finalizes MPI at exit
+
+
+def _yield_until_done(request) -> None:
+    while not request.Test():
+        os.sched_yield()
 
 
 def _pingpong(rank: int, send: Callable[[int], Any], recv: Callable[[int], Any]) -> Call:

@@ -33,6 +33,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from meshcomm import native
 from meshcomm.algorithms.problem import Problem
 from meshcomm.algorithms.schedule import block_bounds
 from meshcomm.errors import CollectiveMismatchError, CommTimeoutError
@@ -142,19 +143,69 @@ class Plan(NamedTuple):
     own_blocks: tuple | None  # each member's own_block, or None when the collective has none
     by_reference: bool  # it posts by reference: a two-shot call, or a post too large for a slot
     some_by_reference: bool  # some member's post is too large for a slot (goes_by_reference)
+    native: object  # the compiled path's plan (native_plan), or None: the call runs in Python
 
 
-def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct") -> Plan:
+def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dtype: str = "", op: str = "none",
+         fingerprint: bytes = b"") -> Plan:
     """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits) on elements of `itemsize`
-    bytes."""
+    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can."""
     compute = _two_shot(problem, me) if algorithm == "two_shot" else _COMPUTE[problem.collective](problem, me)
     own_blocks = None
     if algorithm == "direct" and own_block(problem, me) is not None:
         own_blocks = tuple(own_block(problem, m) for m in range(problem.nranks))
     count = published_count(problem, me)
     by_reference = algorithm == "two_shot" or count * itemsize > SLOT_BYTES
-    return Plan(problem, me, count, read_from(problem, me), readers_of(problem, me), compute, algorithm, own_blocks,
-                by_reference, goes_by_reference(problem, itemsize))
+    made = Plan(problem, me, count, read_from(problem, me), readers_of(problem, me), compute, algorithm, own_blocks,
+                by_reference, goes_by_reference(problem, itemsize), None)
+    return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
+
+
+# The compiled path's codes (native/_core.c): the reductions it runs, and the element types it reduces.
+_NATIVE_OPS = {"sum": 0, "avg": 0, "premul_sum": 0, "product": 1, "min": 2, "max": 3, "band": 4, "bor": 5,
+               "bxor": 6}
+_NATIVE_TYPES = {"int8": 0, "int16": 1, "int32": 2, "int64": 3, "uint8": 4, "uint16": 5, "uint32": 6, "uint64": 7,
+                 "float32": 8, "float64": 9, "float16": 10, "bfloat16": 11, "bool": 12}
+_REDUCING = frozenset({"all_reduce", "reduce", "reduce_scatter"})
+
+
+def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
+    """The compiled path's plan for a direct call whose posts all fit in slots, or None: it runs in Python (posts
+    by reference, the two-shot all-reduce, complex numbers and float8 reduced, or no extension built)."""
+    problem, me = made.problem, made.me
+    c = problem.collective
+    reducing = c in _REDUCING
+    if native.core is None or made.algorithm != "direct" or made.some_by_reference:
+        return None
+    if reducing and (dtype not in _NATIVE_TYPES or op not in _NATIVE_OPS):
+        return None
+    computes = made.compute is not _nothing
+    lo = hi = 0
+    pieces: list[int] = []
+    if reducing:
+        lo, hi = (problem.offsets()[me], problem.offsets()[me + 1]) if c == "reduce_scatter" else (0, problem.count)
+    elif c == "broadcast":
+        pieces = [problem.root, 0, problem.count, 0] if computes else []
+    elif c == "all_gather":
+        offsets = problem.offsets()
+        for member in range(problem.nranks):
+            pieces += [member, 0, offsets[member + 1] - offsets[member], offsets[member]]
+    elif c == "all_to_all":
+        at, mine = 0, []
+        for member in range(problem.nranks):
+            count = problem.matrix(member, me)
+            piece = [member, sum(problem.matrix(member, j) for j in range(me)), count, at]
+            at += count
+            if member == me:
+                mine = piece  # its own block first, from its input, which the output may overlap
+            else:
+                pieces += piece
+        pieces = mine + pieces
+    own_lo, own_hi = made.own_blocks[me] if made.own_blocks is not None else (-1, -1)
+    own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
+    return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
+                            own_blocks, pieces, computes, _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0),
+                            itemsize, fingerprint)
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
@@ -164,9 +215,12 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     `spare_core`: the host has a core per rank, so a poster by reference may spin while its readers copy
     instead of sleeping: the spin takes no core from anyone and saves a futex wake-up at the end of the call.
     `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
+    if plan.native is not None:
+        run_compiled(board, plan, seq, fingerprint, buffers, timeout, spin, between, group_name, peers)
+        return
     me, count, read = plan.me, plan.count, plan.read
-    writes = plan.algorithm == "two_shot"
     deadline = time.monotonic() + timeout
+    writes = plan.algorithm == "two_shot"
     published = None
     output = buffers.get("output")  # a barrier has none, and computes nothing
     own = plan.own_blocks[me] if plan.own_blocks is not None else None
@@ -214,14 +268,39 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         if in_place:
             np.copyto(output, target)
     except TimeoutError as exc:
-        raise CommTimeoutError(
-            f"{fp.describe(fingerprint)} seq {seq} in group {group_name!r}, on the group's shared-memory board, "
-            f"did not finish within its timeout of {timeout:g} s: {exc}"
-        ) from None
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
     except CollectiveMismatchError as exc:
-        if getattr(exc, "from_notice", False) or getattr(exc, "theirs", None) is None:
-            raise
-        raise _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages") from None
+        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+
+
+def _timed_out(fingerprint: bytes, seq: int, group_name: str, timeout: float, exc: TimeoutError) -> CommTimeoutError:
+    return CommTimeoutError(
+        f"{fp.describe(fingerprint)} seq {seq} in group {group_name!r}, on the group's shared-memory board, "
+        f"did not finish within its timeout of {timeout:g} s: {exc}"
+    )
+
+
+def _mismatch_as_messages(exc: CollectiveMismatchError, group_name: str, seq: int, fingerprint: bytes,
+                          peers) -> CollectiveMismatchError:
+    """A peer that ran the call as messages (the transport's notice): named as a board mismatch is."""
+    if getattr(exc, "from_notice", False) or getattr(exc, "theirs", None) is None:
+        return exc
+    return _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages")
+
+
+def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, timeout: float, spin: float,
+                 between, group_name: str, peers) -> None:
+    """run() for a call whose posts all fit in slots, by the compiled path (plan.native): the same steps, the same
+    errors."""
+    try:
+        member = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin,
+                                  time.monotonic() + timeout, between)
+    except TimeoutError as exc:
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
+    except CollectiveMismatchError as exc:
+        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+    if member is not None:
+        raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
 
 
 def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:

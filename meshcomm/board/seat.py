@@ -59,14 +59,7 @@ class Seat:
             transport.check_call([ranks[m] for m in missing], group_id, seq)
 
         if self._board is None:
-            digest = hashlib.sha256(repr(ranks).encode()).hexdigest()[:16]
-            self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{group_id}/{digest}",
-                                     self._rank, len(ranks), board_run.SLOT_BYTES, transport.job, timeout,
-                                     check_peers)
-            if transport.crowded:
-                # Every rank waits for every other on the board: with fewer cores than ranks, the one it waits
-                # for runs sooner if it is handed the core than if it is woken from a futex.
-                self._board.yield_seconds = max(config.get_int("MESHCOMM_YIELD_US") or 0, 0) / 1e6
+            self._join(timeout, check_peers)
 
         trace = self._trace
         start = trace.now() if trace is not None else 0
@@ -76,6 +69,34 @@ class Seat:
             trace.complete("collective", plan.board.problem.collective, start, trace.now(),
                            {"group": self._group_name, "group_id": group_id, "seq": seq,
                             "algorithm": plan.algorithm, "call": fp.describe(plan.fingerprint), "board": True})
+
+    def run_compiled(self, plan, seq: int, buffers: dict, timeout: float) -> None:
+        """run() for a call the compiled path takes (its plan's board.native), untraced."""
+        transport = self._transport
+        transport.raise_if_aborted()
+        ranks, group_id = self._ranks, self._group_id
+
+        def check_peers(missing) -> None:
+            transport.check_call([ranks[m] for m in missing], group_id, seq)
+
+        board = self._board
+        if board is None:
+            board = self._join(timeout, check_peers)
+        board_run.run_compiled(board, plan.board, seq, plan.fingerprint, buffers, timeout, transport.spin_seconds,
+                               check_peers, self._group_name, ranks)
+
+    def _join(self, timeout: float, check_peers) -> Board:
+        """Make or map the group's board, at its first call on it."""
+        transport = self._transport
+        digest = hashlib.sha256(repr(self._ranks).encode()).hexdigest()[:16]
+        self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{self._group_id}/{digest}",
+                                 self._rank, len(self._ranks), board_run.SLOT_BYTES, transport.job, timeout,
+                                 check_peers)
+        if transport.crowded:
+            # Every rank waits for every other on the board: with fewer cores than ranks, the one it waits
+            # for runs sooner if it is handed the core than if it is woken from a futex.
+            self._board.yield_seconds = max(config.get_int("MESHCOMM_YIELD_US") or 0, 0) / 1e6
+        return self._board
 
     def close(self) -> None:
         if self._board is not None:

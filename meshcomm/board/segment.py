@@ -52,6 +52,7 @@ import time
 
 import numpy as np
 
+from meshcomm import native
 from meshcomm.errors import CommTimeoutError, PeerLostError
 from meshcomm.transport import cma, futex
 from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
@@ -105,16 +106,14 @@ class Board:
             self._fingerprints.append(prints)
             self._references.append(references)
             self._data.append(data)
-        # On a host with more ranks than cores: how long a wait hands its core to the ranks it waits for
-        # (sched_yield between looks) before it sleeps; the group's seat sets it.
-        self.yield_seconds = 0.0
+        # The compiled path (native/_core.c) runs the calls whose posts fit in slots, and keeps the turns of
+        # every call; without it, Python keeps them.
+        self.native = native.core.Board(self._map, nmembers, slot_bytes, slots) if native.core else None
+        self._turns = self.native if self.native is not None else _Turns(slots)
+        self._yield_seconds = 0.0
         # Whether this call's waits yield: a call that copies little, whose peers arrive within microseconds. A
         # large call's waiters would take turns on the cores its copying ranks need.
         self.yielding = False
-        self._posts = 0  # this member's board calls so far: which of its slots the next one takes
-        self._current = 0  # the slot of its latest board call, where every member's post of that call is
-        # The sequence numbers of its last slots - 1 board calls: a post waits for the oldest.
-        self._recent: collections.deque[int] = collections.deque(maxlen=slots - 1)
         # (member, slot, nbytes, dtype) -> a numpy view of those published bytes: readers of small
         # calls of one shape find theirs made, instead of paying np.frombuffer on every call.
         self._arrays: dict[tuple, np.ndarray] = {}
@@ -154,6 +153,23 @@ class Board:
     def unlink(self) -> None:
         unlink_quietly(self.path)
 
+    @property
+    def posts(self) -> int:
+        """This member's board calls so far."""
+        return self._turns.posts
+
+    @property
+    def yield_seconds(self) -> float:
+        """On a host with more ranks than cores: how long a wait hands its core to the ranks it waits for
+        (sched_yield between looks) before it sleeps; the group's seat sets it."""
+        return self._yield_seconds
+
+    @yield_seconds.setter
+    def yield_seconds(self, seconds: float) -> None:
+        self._yield_seconds = seconds
+        if self.native is not None:
+            self.native.set_waits(seconds, True)  # the calls it runs copy little: their waits yield
+
     # ----- one call
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
@@ -174,18 +190,14 @@ class Board:
         may post its board call b once every member has posted call
         b - slots + 1, no sooner.
         """
-        recent = self._recent
-        posts = self._posts
-        if posts >= self.slots:
-            oldest = recent[0]  # the call after the one whose slot this post takes
+        oldest = self._turns.oldest_unread()
+        if oldest >= 0:
             latest = self._latest
             for words in latest:  # a loop, not all(...): this runs on every post, and a generator costs more
                 if words[0] <= oldest:
                     self._wait(me, lambda member: latest[member][0] > oldest, spin, deadline, between)
                     break
-        recent.append(seq)
-        slot = self._current = posts % self.slots
-        self._posts = posts + 1
+        slot = self._turns.advance(seq)
         reference = self._references[me][slot]
         nbytes = payload.nbytes
         if by_reference:
@@ -226,7 +238,7 @@ class Board:
     def _slot(self, member: int, seq: int) -> int | None:
         """The member's slot holding call `seq`, or None if it has not posted it (or has reused its slot)."""
         heads = self._heads[member]
-        current = self._current
+        current = self._turns.current
         if heads[current][0] == seq + 1:
             return current
         if self._latest[member][0] <= seq:  # not posted yet: the usual case while waiting, and no search
@@ -363,6 +375,8 @@ class Board:
             missing = [m for m in missing if not ready(m)]
 
     def close(self) -> None:
+        if self.native is not None:
+            self.native.release()
         self._arrays.clear()  # they hold the data views, which cannot be released under them
         views = [self._view, *self._control, *self._latest, *self._finished]
         for per_member in (self._heads, self._fingerprints, self._references, self._data):
@@ -376,6 +390,30 @@ class Board:
             self._map.close()
         except BufferError:
             pass  # a view is still exported somewhere; the mapping goes with the process
+
+
+class _Turns:
+    """Which slot a member's next board call takes, and what it waits for first (the compiled Board's twin)."""
+
+    __slots__ = ("slots", "posts", "current", "_recent")
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.posts = 0  # this member's board calls so far: which of its slots the next one takes
+        self.current = 0  # the slot of its latest board call, where every member's post of that call is
+        # The sequence numbers of its last slots - 1 board calls: a post waits for the oldest.
+        self._recent: collections.deque[int] = collections.deque(maxlen=slots - 1)
+
+    def oldest_unread(self) -> int:
+        """The call every member must have posted past before the next post takes its slot, or -1."""
+        return self._recent[0] if self.posts >= self.slots else -1
+
+    def advance(self, seq: int) -> int:
+        """The slot call `seq` takes."""
+        self._recent.append(seq)
+        self.current = self.posts % self.slots
+        self.posts += 1
+        return self.current
 
 
 def _store_wait(store, keys: list[str], members, deadline: float, timeout: float, between) -> None:

@@ -22,7 +22,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("predict collectives' times from the cost model on any topology and scale (e.g. 24,576 ranks)",
             "meshcomm.cli.sim"),
     "tune": ("measure the cost model's latency and bandwidth here and save them (for MESHCOMM_TUNING)", "meshcomm.cli.tune"),
-    "doctor": ("line up the ranks' flight-recorder dumps and name the rank that diverged or stalled", "meshcomm.cli.doctor"),
+    "doctor": ("what this installation runs; with DUMPDIR, name the rank of a failed job that diverged or stalled",
+               "meshcomm.cli.doctor"),
 }
 
 

@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from meshcomm import native
+
 
 class _Iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
@@ -70,11 +72,17 @@ def address_of(view: memoryview) -> int:
 
 def read(pid: int, address: int, target: memoryview) -> None:
     """Copy `target.nbytes` bytes at `address` in process `pid` into `target`; OSError if the kernel refuses."""
+    if native.core is not None:
+        native.core.vm_read(pid, address, target)
+        return
     _move(_readv, "process_vm_readv from", pid, address, target)
 
 
 def write(pid: int, address: int, source: memoryview) -> None:
     """Copy `source` to `address` in process `pid`; OSError if the kernel refuses."""
+    if native.core is not None:
+        native.core.vm_write(pid, address, source)
+        return
     _move(_writev, "process_vm_writev to", pid, address, source)
 
 

@@ -13,6 +13,8 @@ import errno
 import os
 import platform
 
+from meshcomm import native
+
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAIT = 0  # not FUTEX_PRIVATE_FLAG: the word is shared between processes
 _FUTEX_WAKE = 1
@@ -34,8 +36,11 @@ def wait(address: int, expected: int, timeout: float) -> None:
     """Sleep while the word at `address` equals `expected`, at most `timeout` seconds.
 
     Returns on a wake, a change, a signal or the timeout; callers recheck their
-    condition either way. (ctypes releases the GIL for the call.)
+    condition either way. (Both paths release the GIL for the call.)
     """
+    if native.core is not None:
+        native.core.futex_wait(address, expected, max(timeout, 0.0))
+        return
     seconds = max(timeout, 0.0)
     spec = _Timespec(int(seconds), int((seconds - int(seconds)) * 1e9))
     if _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(address), _FUTEX_WAIT, ctypes.c_uint32(expected),
@@ -47,4 +52,7 @@ def wait(address: int, expected: int, timeout: float) -> None:
 
 def wake(address: int) -> None:
     """Wake every process sleeping on the word at `address`."""
+    if native.core is not None:
+        native.core.futex_wake(address)
+        return
     _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(address), _FUTEX_WAKE, _WAKE_ALL, None, None, 0)

@@ -36,7 +36,7 @@ def board_posts(group=None) -> int:
     from meshcomm.api.state import resolve_group
 
     board = resolve_group(group).seat._board
-    return 0 if board is None else board._posts
+    return 0 if board is None else board.posts
 
 
 def board_file_left() -> bool:

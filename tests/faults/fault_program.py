@@ -62,7 +62,9 @@ def main() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if scenario != "first":
         dist.barrier()
-    result = {"rank": rank, "outcome": "ok", "completed": 0}
+    from meshcomm import native
+
+    result = {"rank": rank, "outcome": "ok", "completed": 0, "native": native.core is not None}
     started = time.time()
     try:
         if scenario == "first":

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from meshcomm import native
 from meshcomm.trace import doctor
 from tests.faults.harness import run_scenario
 from tests.ranks import run_program
@@ -131,6 +132,20 @@ def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victi
     assert_clean(run, victim)
     for outcome in run.survivors(victim):
         assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.skipif(native.core is None, reason="the compiled extension is not built (pip install . builds it)")
+@pytest.mark.parametrize("collective, victim", [("all_reduce", 1), ("broadcast", 0), ("all_to_all", 2)])
+def test_a_sigkill_during_a_compiled_board_wait_is_named_in_time(tmp_path, collective, victim) -> None:
+    run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=BOARD)
+    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
+    assert_clean(run, victim)
+    for outcome in run.survivors(victim):
+        assert outcome.result["native"], "the survivors ran the pure-Python path"
+        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+        # Named by the liveness check, not by the call's 60 s timeout: the usual 5 s bound (docs/failures.md).
+        assert outcome.result["ended"] - run.kill_time < 5.0, outcome.message
 
 
 @pytest.mark.timeout(100)

@@ -1,0 +1,800 @@
+/* meshcomm's compiled hot path: one board call from post to result, and the system calls under it.
+ *
+ * The board's layout and protocol are meshcomm/board/segment.py's; this file runs the same steps for a call
+ * whose posts all fit in slots (docs/native.md). Anything else (posts by reference, the two-shot all-reduce,
+ * a dtype or op not served here) stays on the Python path, which shares this object's turn counters.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096
+#define LINE 64
+#define HEADER 64
+#define SLEEP_SLICE 0.01 /* a sleeper looks at liveness, abort and its deadline this often */
+#define SPIN_CHECK 64    /* polls between looks at the clock while spinning */
+
+/* ---------------------------------------------------------------- clocks and system calls */
+
+static double monotonic(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int futex_sleep(uint32_t *word, uint32_t expected, double timeout) {
+    struct timespec ts;
+    if (timeout < 0) timeout = 0;
+    ts.tv_sec = (time_t)timeout;
+    ts.tv_nsec = (long)((timeout - (double)ts.tv_sec) * 1e9);
+    if (syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0) == -1 && errno != EAGAIN &&
+        errno != ETIMEDOUT && errno != EINTR)
+        return errno;
+    return 0;
+}
+
+static void futex_wake_all(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
+
+static PyObject *py_futex_wait(PyObject *self, PyObject *args) {
+    unsigned long long address;
+    unsigned int expected;
+    double timeout;
+    int code;
+    if (!PyArg_ParseTuple(args, "KId", &address, &expected, &timeout)) return NULL;
+    Py_BEGIN_ALLOW_THREADS code = futex_sleep((uint32_t *)(uintptr_t)address, expected, timeout);
+    Py_END_ALLOW_THREADS if (code) {
+        errno = code;
+        return PyErr_Format(PyExc_OSError, "futex wait failed: %s", strerror(code));
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_futex_wake(PyObject *self, PyObject *arg) {
+    unsigned long long address = PyLong_AsUnsignedLongLong(arg);
+    if (address == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    futex_wake_all((uint32_t *)(uintptr_t)address);
+    Py_RETURN_NONE;
+}
+
+/* process_vm_readv / writev of a whole buffer: partial moves continue, EINTR retries; OSError names the peer. */
+static PyObject *vm_move(PyObject *args, int writing) {
+    int pid;
+    unsigned long long address;
+    Py_buffer local;
+    if (!PyArg_ParseTuple(args, writing ? "iKy*" : "iKw*", &pid, &address, &local)) return NULL;
+    Py_ssize_t total = local.len, done = 0;
+    int code = 0;
+    Py_BEGIN_ALLOW_THREADS while (done < total) {
+        struct iovec mine = {(char *)local.buf + done, (size_t)(total - done)};
+        struct iovec theirs = {(void *)(uintptr_t)(address + done), (size_t)(total - done)};
+        ssize_t got = writing ? process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
+                              : process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            code = errno;
+            break;
+        }
+        if (got == 0) {
+            code = -1;
+            break;
+        }
+        done += got;
+    }
+    Py_END_ALLOW_THREADS PyBuffer_Release(&local);
+    const char *what = writing ? "process_vm_writev to" : "process_vm_readv from";
+    if (code == -1) {
+        errno = EFAULT;
+        return PyErr_Format(PyExc_OSError, "%s process %d moved nothing at %#llx", what, pid, address + done);
+    }
+    if (code) {
+        PyObject *message = PyUnicode_FromFormat("%s process %d: %s", what, pid, strerror(code));
+        PyObject *arguments = message ? Py_BuildValue("(iN)", code, message) : NULL;
+        if (arguments) {
+            PyErr_SetObject(PyExc_OSError, arguments);
+            Py_DECREF(arguments);
+        }
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_vm_read(PyObject *self, PyObject *args) { return vm_move(args, 0); }
+static PyObject *py_vm_write(PyObject *self, PyObject *args) { return vm_move(args, 1); }
+
+/* ---------------------------------------------------------------- reductions */
+
+enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
+enum { T_I8, T_I16, T_I32, T_I64, T_U8, T_U16, T_U32, T_U64, T_F32, T_F64, T_F16, T_BF16, T_BOOL };
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF, bits;
+    if (exponent == 0x1F) {
+        bits = sign | 0x7F800000 | (mantissa << 13);
+    } else if (exponent == 0) {
+        if (mantissa == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int shift = 0;
+            while (!(mantissa & 0x400)) {
+                mantissa <<= 1;
+                shift++;
+            }
+            bits = sign | ((uint32_t)(113 - shift) << 23) | ((mantissa & 0x3FF) << 13);
+        }
+    } else {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* float -> half, nearest with ties to even, as numpy's npy_floatbits_to_halfbits. */
+static uint16_t float_to_half(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    uint16_t sign = (uint16_t)((bits & 0x80000000u) >> 16);
+    uint32_t fexp = bits & 0x7F800000u, fsig;
+    if (fexp >= 0x47800000u) { /* overflow, inf or nan */
+        if (fexp == 0x7F800000u) {
+            fsig = bits & 0x007FFFFFu;
+            if (fsig != 0) {
+                uint16_t ret = (uint16_t)(0x7C00u + (fsig >> 13));
+                if (ret == 0x7C00u) ret++; /* a NaN stays a NaN */
+                return sign + ret;
+            }
+            return (uint16_t)(sign + 0x7C00u);
+        }
+        return (uint16_t)(sign + 0x7C00u);
+    }
+    if (fexp <= 0x38000000u) { /* subnormal half, or zero */
+        if (fexp < 0x33000000u) return sign;
+        fexp >>= 23;
+        fsig = 0x00800000u + (bits & 0x007FFFFFu);
+        fsig >>= (113 - fexp);
+        /* ties to even; the shift may have dropped bits, which the original's low bits still show */
+        if ((fsig & 0x00003FFFu) != 0x00001000u || (bits & 0x000007FFu)) fsig += 0x00001000u;
+        return (uint16_t)(sign + (fsig >> 13));
+    }
+    uint16_t hexp = (uint16_t)((fexp - 0x38000000u) >> 13);
+    fsig = bits & 0x007FFFFFu;
+    if ((fsig & 0x00003FFFu) != 0x00001000u) fsig += 0x00001000u;
+    uint16_t hsig = (uint16_t)(fsig >> 13);
+    return (uint16_t)(sign + (uint16_t)(hsig + hexp)); /* a carry into the exponent rounds up, to inf at most */
+}
+
+static float bf16_to_float(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* as narrow_floats._bf16_narrow: nearest, ties to even; every NaN becomes 0x7FC0 */
+static uint16_t float_to_bf16(float f) {
+    if (isnan(f)) return 0x7FC0;
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    bits += 0x7FFF + ((bits >> 16) & 1);
+    return (uint16_t)(bits >> 16);
+}
+
+/* numpy's minimum and maximum: a NaN on either side wins, the left one first. Its vector loops (float32, float64)
+ * take the right one of two equal values (-0.0 and 0.0), its float16 loop the left one. */
+#define VMIN(a, b) (isnan(a) ? (a) : ((a) < (b) ? (a) : (b)))
+#define VMAX(a, b) (isnan(a) ? (a) : ((a) > (b) ? (a) : (b)))
+#define FMIN(a, b) (((a) <= (b) || isnan(a)) ? (a) : (b))
+#define FMAX(a, b) (((a) >= (b) || isnan(a)) ? (a) : (b))
+/* Of two NaNs, numpy's float32 and float64 sums and products keep the left one, its float16 loops the right one;
+ * the hardware's choice depends on how the compiler orders the operands, so it is made here. */
+#define LEFT_NAN(a, b, OP) ((isnan(a) && isnan(b)) ? (a) OP (a) : (a) OP (b))
+#define RIGHT_NAN(a, b, OP) ((isnan(a) && isnan(b)) ? (b) OP (b) : (a) OP (b))
+
+#define INT_LOOP(T, U)                                                                  \
+    {                                                                                   \
+        T *d = (T *)dst;                                                                \
+        const T *s = (const T *)src;                                                    \
+        switch (op) {                                                                   \
+        case OP_SUM: for (i = 0; i < n; i++) d[i] = (T)((U)d[i] + (U)s[i]); break;      \
+        case OP_PROD: for (i = 0; i < n; i++) d[i] = (T)((U)d[i] * (U)s[i]); break;     \
+        case OP_MIN: for (i = 0; i < n; i++) d[i] = d[i] <= s[i] ? d[i] : s[i]; break;  \
+        case OP_MAX: for (i = 0; i < n; i++) d[i] = d[i] >= s[i] ? d[i] : s[i]; break;  \
+        case OP_BAND: for (i = 0; i < n; i++) d[i] = d[i] & s[i]; break;                \
+        case OP_BOR: for (i = 0; i < n; i++) d[i] = d[i] | s[i]; break;                 \
+        case OP_BXOR: for (i = 0; i < n; i++) d[i] = d[i] ^ s[i]; break;                \
+        }                                                                               \
+        return;                                                                         \
+    }
+
+#define FLOAT_LOOP(T)                                                                   \
+    {                                                                                   \
+        T *d = (T *)dst;                                                                \
+        const T *s = (const T *)src;                                                    \
+        switch (op) {                                                                   \
+        case OP_SUM: for (i = 0; i < n; i++) d[i] = LEFT_NAN(d[i], s[i], +); break;     \
+        case OP_PROD: for (i = 0; i < n; i++) d[i] = LEFT_NAN(d[i], s[i], *); break;    \
+        case OP_MIN: for (i = 0; i < n; i++) d[i] = VMIN(d[i], s[i]); break;            \
+        case OP_MAX: for (i = 0; i < n; i++) d[i] = VMAX(d[i], s[i]); break;            \
+        }                                                                               \
+        return;                                                                         \
+    }
+
+/* 16-bit floats: widened to float32, combined, rounded back, one element at a time as the Python path does */
+#define NARROW_LOOP(WIDEN, NARROW, MIN, MAX, NANS)                                      \
+    {                                                                                   \
+        uint16_t *d = (uint16_t *)dst;                                                  \
+        const uint16_t *s = (const uint16_t *)src;                                      \
+        for (i = 0; i < n; i++) {                                                       \
+            float a = WIDEN(d[i]), b = WIDEN(s[i]), r = 0;                              \
+            switch (op) {                                                               \
+            case OP_SUM: r = NANS(a, b, +); break;                                      \
+            case OP_PROD: r = NANS(a, b, *); break;                                     \
+            case OP_MIN: r = MIN(a, b); break;                                          \
+            case OP_MAX: r = MAX(a, b); break;                                          \
+            }                                                                           \
+            d[i] = NARROW(r);                                                           \
+        }                                                                               \
+        return;                                                                         \
+    }
+
+static void combine(int type, int op, void *dst, const void *src, Py_ssize_t n) {
+    Py_ssize_t i;
+    switch (type) {
+    case T_I8: INT_LOOP(int8_t, uint8_t)
+    case T_I16: INT_LOOP(int16_t, uint16_t)
+    case T_I32: INT_LOOP(int32_t, uint32_t)
+    case T_I64: INT_LOOP(int64_t, uint64_t)
+    case T_U8: INT_LOOP(uint8_t, uint8_t)
+    case T_U16: INT_LOOP(uint16_t, uint16_t)
+    case T_U32: INT_LOOP(uint32_t, uint32_t)
+    case T_U64: INT_LOOP(uint64_t, uint64_t)
+    case T_F32: FLOAT_LOOP(float)
+    case T_F64: FLOAT_LOOP(double)
+    case T_F16: NARROW_LOOP(half_to_float, float_to_half, FMIN, FMAX, RIGHT_NAN)
+    case T_BF16: NARROW_LOOP(bf16_to_float, float_to_bf16, VMIN, VMAX, LEFT_NAN) /* float32 arrays in Python */
+    case T_BOOL: {
+        uint8_t *d = (uint8_t *)dst;
+        const uint8_t *s = (const uint8_t *)src;
+        /* numpy's logical ops leave 0 or 1 */
+        switch (op) {
+        case OP_SUM: case OP_MAX: case OP_BOR: for (i = 0; i < n; i++) d[i] = d[i] || s[i]; break;
+        case OP_PROD: case OP_MIN: case OP_BAND: for (i = 0; i < n; i++) d[i] = d[i] && s[i]; break;
+        case OP_BXOR: for (i = 0; i < n; i++) d[i] = (!d[i]) != (!s[i]); break;
+        }
+        return;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------- a call's plan */
+
+/* What a rank derives once from a problem (board/run.py's Plan, for the calls this file runs). */
+typedef struct {
+    PyObject_HEAD int me, nmembers;
+    int reducing;           /* combines posts in rank order over elements [lo, hi) */
+    Py_ssize_t lo, hi;      /* elements of each post reduced (reducing) */
+    Py_ssize_t published;   /* elements this rank writes into its slot */
+    Py_ssize_t own_lo, own_hi; /* its input's block left out of its slot; own_lo < 0: none */
+    int nread, *read;       /* members whose slots it reads */
+    Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
+    int npieces;            /* copies: member, start in its post, count, where in the output */
+    Py_ssize_t *pieces;
+    int computes;           /* writes an output */
+    int type, op, itemsize;
+    unsigned char fingerprint[16];
+} PlanObject;
+
+static void plan_dealloc(PlanObject *self) {
+    PyMem_Free(self->read);
+    PyMem_Free(self->own_blocks);
+    PyMem_Free(self->pieces);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t *ssize_array(PyObject *sequence, Py_ssize_t *length, const char *what) {
+    PyObject *fast = PySequence_Fast(sequence, what);
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t *out = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    if (!out) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(out);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    *length = n;
+    return out;
+}
+
+/* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, own_blocks, pieces, computes, type, op,
+ *      itemsize, fingerprint): sequences flat (own_blocks: 2 per member or empty; pieces: 4 per piece). */
+static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *read, *own_blocks, *pieces;
+    Py_buffer fingerprint;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOpiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
+                          &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &own_blocks,
+                          &pieces, &self->computes, &self->type, &self->op, &self->itemsize, &fingerprint))
+        return -1;
+    if (fingerprint.len != 16) {
+        PyBuffer_Release(&fingerprint);
+        PyErr_SetString(PyExc_ValueError, "a fingerprint has 16 bytes");
+        return -1;
+    }
+    memcpy(self->fingerprint, fingerprint.buf, 16);
+    PyBuffer_Release(&fingerprint);
+    Py_ssize_t *members = ssize_array(read, &length, "read");
+    if (!members) return -1;
+    self->read = PyMem_Calloc(length ? length : 1, sizeof(int));
+    for (Py_ssize_t i = 0; i < length; i++) self->read[i] = (int)members[i];
+    self->nread = (int)length;
+    PyMem_Free(members);
+    self->own_blocks = ssize_array(own_blocks, &length, "own_blocks");
+    if (!self->own_blocks) return -1;
+    if (length == 0) {
+        PyMem_Free(self->own_blocks);
+        self->own_blocks = NULL;
+    } else if (length != 2 * self->nmembers) {
+        PyErr_SetString(PyExc_ValueError, "own_blocks needs two bounds per member");
+        return -1;
+    }
+    self->pieces = ssize_array(pieces, &length, "pieces");
+    if (!self->pieces) return -1;
+    self->npieces = (int)(length / 4);
+    return 0;
+}
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "meshcomm.native._core.Plan",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One rank's plan for board calls of one problem, dtype and op (board/run.py's native_plan).",
+    .tp_init = (initproc)plan_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------- the board */
+
+typedef struct {
+    PyObject_HEAD Py_buffer map;
+    int mapped;
+    char *base;
+    int nmembers, slots;
+    Py_ssize_t slot_bytes;
+    uint64_t posts;  /* this member's board calls so far */
+    int current;     /* the slot of its latest board call */
+    uint64_t *recent; /* the sequence numbers of its last slots - 1 board calls, a ring */
+    double yield_seconds;
+    int yielding;
+    char *scratch; /* an output computed aside */
+    Py_ssize_t scratch_bytes;
+} BoardObject;
+
+static inline uint32_t *bell_of(BoardObject *b, int m) { return (uint32_t *)(b->base + m * LINE); }
+static inline uint32_t *sleeping_of(BoardObject *b, int m) { return (uint32_t *)(b->base + m * LINE + 4); }
+static inline uint64_t *latest_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 8); }
+static inline uint64_t *finished_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 16); }
+static inline char *slot_of(BoardObject *b, int m, int s) {
+    return b->base + PAGE + ((Py_ssize_t)m * b->slots + s) * (HEADER + b->slot_bytes);
+}
+static inline uint64_t load(uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+/* The member's slot holding call `seq`, or -1 (segment.Board._slot). */
+static int find_slot(BoardObject *b, int member, uint64_t seq) {
+    if (load((uint64_t *)slot_of(b, member, b->current)) == seq + 1) return b->current;
+    if (load(latest_of(b, member)) <= seq) return -1;
+    for (int s = 0; s < b->slots; s++)
+        if (load((uint64_t *)slot_of(b, member, s)) == seq + 1) return s;
+    return -1;
+}
+
+static void board_dealloc(BoardObject *self) {
+    if (self->mapped) PyBuffer_Release(&self->map);
+    PyMem_Free(self->recent);
+    PyMem_Free(self->scratch);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Board(mapping, nmembers, slot_bytes, slots): holds a view of the board file's mapping until release(). */
+static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *mapping;
+    if (!PyArg_ParseTuple(args, "Oini", &mapping, &self->nmembers, &self->slot_bytes, &self->slots)) return -1;
+    if (self->slots < 2) {
+        PyErr_Format(PyExc_ValueError, "a board needs at least 2 slots per member, got %d", self->slots);
+        return -1;
+    }
+    if (PyObject_GetBuffer(mapping, &self->map, PyBUF_WRITABLE) < 0) return -1;
+    self->mapped = 1;
+    Py_ssize_t needed = PAGE + (Py_ssize_t)self->nmembers * self->slots * (HEADER + self->slot_bytes);
+    if (self->map.len < needed) {
+        PyErr_Format(PyExc_ValueError, "the board's mapping has %zd bytes, its layout needs %zd", self->map.len,
+                     needed);
+        return -1;
+    }
+    self->base = self->map.buf;
+    self->recent = PyMem_Calloc(self->slots - 1, sizeof(uint64_t));
+    if (!self->recent) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *board_release(BoardObject *self, PyObject *unused) {
+    if (self->mapped) {
+        PyBuffer_Release(&self->map);
+        self->mapped = 0;
+        self->base = NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The call after which this member's next post may take its slot, or -1 when nobody can still read it. */
+static long long oldest_unread(BoardObject *b) {
+    if (b->posts < (uint64_t)b->slots) return -1;
+    return (long long)b->recent[b->posts % (b->slots - 1)];
+}
+
+static int advance(BoardObject *b, uint64_t seq) {
+    b->recent[b->posts % (b->slots - 1)] = seq;
+    b->current = (int)(b->posts % b->slots);
+    b->posts++;
+    return b->current;
+}
+
+static PyObject *board_oldest_unread(BoardObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(oldest_unread(self));
+}
+
+static PyObject *board_advance(BoardObject *self, PyObject *arg) {
+    unsigned long long seq = PyLong_AsUnsignedLongLong(arg);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLong(advance(self, seq));
+}
+
+static void wake_others(BoardObject *b, int me) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the post is visible before we look who sleeps */
+    for (int m = 0; m < b->nmembers; m++) {
+        if (m != me && __atomic_load_n(sleeping_of(b, m), __ATOMIC_ACQUIRE)) {
+            __atomic_add_fetch(bell_of(b, m), 1, __ATOMIC_SEQ_CST);
+            futex_wake_all(bell_of(b, m));
+        }
+    }
+}
+
+enum { READY_POSTED, READY_LATEST_PAST };
+
+static int ready(BoardObject *b, int member, int what, uint64_t seq) {
+    return what == READY_POSTED ? find_slot(b, member, seq) >= 0 : load(latest_of(b, member)) > seq;
+}
+
+static int drop_ready(BoardObject *b, int *missing, int count, int what, uint64_t seq) {
+    int kept = 0;
+    for (int i = 0; i < count; i++)
+        if (!ready(b, missing[i], what, seq)) missing[kept++] = missing[i];
+    return kept;
+}
+
+static PyObject *member_list(int *missing, int count) {
+    PyObject *list = PyList_New(count);
+    for (int i = 0; list && i < count; i++) PyList_SET_ITEM(list, i, PyLong_FromLong(missing[i]));
+    return list;
+}
+
+/* Until every member of `members` is ready (segment.Board._wait): spin (or yield), then sleep on our bell in
+ * slices, calling between(missing) before each sleep. Returns 0, or -1 with a Python error set. */
+static int wait_for(BoardObject *b, int me, const int *members, int nmembers, int what, uint64_t seq,
+                    double spin, double deadline, PyObject *between, const char *verb) {
+    int stack[64];
+    int *missing = nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * nmembers);
+    int count = 0, result = 0;
+    if (!missing) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < nmembers; i++)
+        if (members[i] != me && !ready(b, members[i], what, seq)) missing[count++] = members[i];
+    if (!count) goto done;
+    int yielding = b->yielding && b->yield_seconds > 0;
+    double window = yielding ? b->yield_seconds : spin;
+    Py_BEGIN_ALLOW_THREADS double end = monotonic() + window;
+    for (int polls = 0; count; polls++) {
+        if (yielding) sched_yield();
+        count = drop_ready(b, missing, count, what, seq);
+        if (polls % SPIN_CHECK == SPIN_CHECK - 1 && monotonic() >= end) break;
+    }
+    Py_END_ALLOW_THREADS;
+    while (count) {
+        /* Only members still missing matter: one that posted and then left is no reason to fail this call. */
+        PyObject *list = member_list(missing, count);
+        PyObject *outcome = list ? PyObject_CallOneArg(between, list) : NULL;
+        Py_XDECREF(list);
+        if (!outcome) {
+            /* A post is visible before its member is seen gone: a second look tells one that left after
+             * posting from one that never posted. */
+            count = drop_ready(b, missing, count, what, seq);
+            if (count) {
+                result = -1;
+                goto done;
+            }
+            PyErr_Clear();
+            goto done;
+        }
+        Py_DECREF(outcome);
+        double remaining = deadline - monotonic();
+        if (remaining <= 0) {
+            PyObject *names = member_list(missing, count);
+            if (names) {
+                PyErr_Format(PyExc_TimeoutError, "members %R of the board had not %s", names, verb);
+                Py_DECREF(names);
+            }
+            result = -1;
+            goto done;
+        }
+        uint32_t *bell = bell_of(b, me);
+        uint32_t seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+        __atomic_store_n(sleeping_of(b, me), 1, __ATOMIC_SEQ_CST);
+        count = drop_ready(b, missing, count, what, seq);
+        if (count) {
+            int code;
+            Py_BEGIN_ALLOW_THREADS code = futex_sleep(bell, seen, remaining < SLEEP_SLICE ? remaining : SLEEP_SLICE);
+            Py_END_ALLOW_THREADS if (code) {
+                __atomic_store_n(sleeping_of(b, me), 0, __ATOMIC_SEQ_CST);
+                errno = code;
+                PyErr_SetFromErrno(PyExc_OSError);
+                result = -1;
+                goto done;
+            }
+        }
+        __atomic_store_n(sleeping_of(b, me), 0, __ATOMIC_SEQ_CST);
+        count = drop_ready(b, missing, count, what, seq);
+    }
+done:
+    if (missing != stack) PyMem_Free(missing);
+    return result;
+}
+
+static int all_members_past(BoardObject *b, int me, long long oldest, double spin, double deadline,
+                            PyObject *between) {
+    for (int m = 0; m < b->nmembers; m++) {
+        if (load(latest_of(b, m)) <= (uint64_t)oldest) {
+            int stack[64], *everyone = b->nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * b->nmembers);
+            if (!everyone) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            for (int i = 0; i < b->nmembers; i++) everyone[i] = i;
+            int result = wait_for(b, me, everyone, b->nmembers, READY_LATEST_PAST, (uint64_t)oldest, spin, deadline,
+                                  between, "posted");
+            if (everyone != stack) PyMem_Free(everyone);
+            return result;
+        }
+    }
+    return 0;
+}
+
+static char *scratch(BoardObject *b, Py_ssize_t bytes) {
+    if (b->scratch_bytes < bytes) {
+        char *more = PyMem_Realloc(b->scratch, bytes);
+        if (!more) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        b->scratch = more;
+        b->scratch_bytes = bytes;
+    }
+    return b->scratch;
+}
+
+/* Where a member's published element `start` is: its slot leaves out its own block. */
+static inline const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot, Py_ssize_t start,
+                                    const char *input) {
+    if (p->own_blocks) {
+        Py_ssize_t lo = p->own_blocks[2 * member], hi = p->own_blocks[2 * member + 1];
+        if (member == p->me) return input + start * p->itemsize;
+        if (start >= hi) start -= hi - lo;
+    }
+    return slot_of(b, member, slot) + HEADER + start * p->itemsize;
+}
+
+/* run(plan, seq, input, output, spin, deadline, between) -> None, or the first member whose post carries another
+ * fingerprint. One board call of a problem whose posts all fit in slots (board/run.py's run, the same steps). */
+static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyObject_TypeCheck(args[0], &PlanType)) {
+        PyErr_SetString(PyExc_TypeError, "run(plan, seq, input, output, spin, deadline, between)");
+        return NULL;
+    }
+    PlanObject *p = (PlanObject *)args[0];
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
+    double spin = PyFloat_AsDouble(args[4]), deadline = PyFloat_AsDouble(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *between = args[6];
+    if (!b->mapped) {
+        PyErr_SetString(PyExc_ValueError, "the board is closed");
+        return NULL;
+    }
+    Py_buffer in = {0}, out = {0};
+    int have_in = 0, have_out = 0;
+    PyObject *result = NULL;
+    if (args[2] != Py_None) {
+        if (PyObject_GetBuffer(args[2], &in, PyBUF_SIMPLE) < 0) return NULL;
+        have_in = 1;
+    }
+    if (args[3] != Py_None) {
+        if (PyObject_GetBuffer(args[3], &out, PyBUF_WRITABLE) < 0) goto finally;
+        have_out = 1;
+    }
+    int me = p->me;
+    Py_ssize_t item = p->itemsize;
+    if (p->published * item > b->slot_bytes || (p->published && (!have_in || in.len < p->published * item))) {
+        PyErr_SetString(PyExc_ValueError, "the post does not fit the plan");
+        goto finally;
+    }
+    /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
+     * call after it */
+    long long oldest = oldest_unread(b);
+    if (oldest >= 0 && all_members_past(b, me, oldest, spin, deadline, between) < 0) goto finally;
+    int slot = advance(b, seq);
+    char *mine = slot_of(b, me, slot);
+    uint64_t *words = (uint64_t *)mine;
+    words[4] = 0; /* pid: in the slot, not by reference */
+    words[7] = 0; /* peers do not write into our output */
+    Py_ssize_t nbytes = p->published * item;
+    const char *input = have_in ? in.buf : NULL;
+    if (p->own_lo >= 0) { /* its input less its own block */
+        Py_ssize_t start = p->own_lo * item, stop = p->own_hi * item, total = in.len;
+        if (start) memcpy(mine + HEADER, input, start);
+        if (stop < total) memcpy(mine + HEADER + start, input + stop, total - stop);
+        nbytes = total - (stop - start);
+    } else if (nbytes) {
+        memcpy(mine + HEADER, input, nbytes);
+    }
+    memcpy(mine + 16, p->fingerprint, 16);
+    words[1] = (uint64_t)nbytes;
+    __atomic_store_n(&words[0], seq + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(latest_of(b, me), seq + 1, __ATOMIC_RELEASE);
+    wake_others(b, me);
+
+    if (wait_for(b, me, p->read, p->nread, READY_POSTED, seq, spin, deadline, between, "posted") < 0) goto finally;
+    int slots[64], *where = p->nmembers <= 64 ? slots : PyMem_Malloc(sizeof(int) * p->nmembers);
+    if (!where) {
+        PyErr_NoMemory();
+        goto finally;
+    }
+    for (int i = 0; i < p->nread; i++) {
+        int member = p->read[i], s = find_slot(b, member, seq);
+        uint64_t *theirs = (uint64_t *)slot_of(b, member, s);
+        if (memcmp(slot_of(b, member, s) + 16, p->fingerprint, 16) != 0 || theirs[7] != 0 || theirs[4] != 0) {
+            result = PyLong_FromLong(member);
+            if (where != slots) PyMem_Free(where);
+            goto finally;
+        }
+        where[member] = s;
+    }
+    where[me] = slot;
+    if (p->computes && have_out) {
+        char *target = out.buf;
+        if (p->reducing) {
+            Py_ssize_t count = p->hi - p->lo, bytes = count * item;
+            /* its own block is read from its input: an output over it is computed aside */
+            int aside = p->own_blocks && have_in && (char *)out.buf < input + in.len &&
+                        input < (char *)out.buf + out.len;
+            if (aside && !(target = scratch(b, bytes))) {
+                if (where != slots) PyMem_Free(where);
+                goto finally;
+            }
+            if (bytes > out.len) {
+                PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
+                if (where != slots) PyMem_Free(where);
+                goto finally;
+            }
+            memmove(target, posted_at(b, p, 0, where[0], p->lo, input), bytes);
+            for (int m = 1; m < p->nmembers; m++)
+                combine(p->type, p->op, target, posted_at(b, p, m, where[m], p->lo, input), count);
+            if (aside) memcpy(out.buf, target, bytes);
+        } else {
+            for (int i = 0; i < p->npieces; i++) {
+                Py_ssize_t *piece = p->pieces + 4 * i;
+                int member = (int)piece[0];
+                Py_ssize_t start = piece[1], count = piece[2], at = piece[3];
+                if ((at + count) * item > out.len) {
+                    PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
+                    if (where != slots) PyMem_Free(where);
+                    goto finally;
+                }
+                memmove(target + at * item, posted_at(b, p, member, where[member], start, input), count * item);
+            }
+        }
+    }
+    if (where != slots) PyMem_Free(where);
+    result = Py_None;
+    Py_INCREF(result);
+finally:
+    if (have_in) PyBuffer_Release(&in);
+    if (have_out) PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *board_set_waits(BoardObject *self, PyObject *args) {
+    if (!PyArg_ParseTuple(args, "dp", &self->yield_seconds, &self->yielding)) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *board_get_current(BoardObject *self, void *closure) { return PyLong_FromLong(self->current); }
+static PyObject *board_get_posts(BoardObject *self, void *closure) {
+    return PyLong_FromUnsignedLongLong(self->posts);
+}
+
+static PyMethodDef board_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))board_run, METH_FASTCALL,
+     "run(plan, seq, input, output, spin, deadline, between): one board call whose posts fit in slots; None, or "
+     "the first member whose post carries another fingerprint"},
+    {"oldest_unread", (PyCFunction)board_oldest_unread, METH_NOARGS,
+     "the call every member must have posted past before this member's next post takes its slot, or -1"},
+    {"advance", (PyCFunction)board_advance, METH_O, "take the next slot for call `seq`; returns the slot"},
+    {"set_waits", (PyCFunction)board_set_waits, METH_VARARGS,
+     "set_waits(yield_seconds, yielding): how the next calls wait for their peers"},
+    {"release", (PyCFunction)board_release, METH_NOARGS, "let go of the mapping"},
+    {NULL}};
+
+static PyGetSetDef board_getset[] = {
+    {"current", (getter)board_get_current, NULL, "the slot of this member's latest board call", NULL},
+    {"posts", (getter)board_get_posts, NULL, "this member's board calls so far", NULL},
+    {NULL}};
+
+static PyTypeObject BoardType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "meshcomm.native._core.Board",
+    .tp_basicsize = sizeof(BoardObject),
+    .tp_dealloc = (destructor)board_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A member's turns at a group's board, and its calls that fit in slots.",
+    .tp_methods = board_methods,
+    .tp_getset = board_getset,
+    .tp_init = (initproc)board_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef module_methods[] = {
+    {"futex_wait", py_futex_wait, METH_VARARGS,
+     "futex_wait(address, expected, timeout): sleep while the u32 at address holds expected (GIL released)"},
+    {"futex_wake", py_futex_wake, METH_O, "futex_wake(address): wake every sleeper on the u32 at address"},
+    {"vm_read", py_vm_read, METH_VARARGS, "vm_read(pid, address, target): process_vm_readv of all of target"},
+    {"vm_write", py_vm_write, METH_VARARGS, "vm_write(pid, address, source): process_vm_writev of all of source"},
+    {NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "meshcomm's compiled hot path.", -1,
+                                    module_methods};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&BoardType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&PlanType);
+    Py_INCREF(&BoardType);
+    if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
+        PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,126 @@
+"""The compiled per-call path (meshcomm/native/_core.c) gives the pure-Python path's results, byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from meshcomm import native
+from tests.ranks import Cluster
+
+needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled extension is not built (pip install .)")
+
+
+def _compiler() -> str | None:
+    import shlex
+    import shutil
+    import sysconfig
+
+    command = sysconfig.get_config_var("CC") or "cc"
+    return shutil.which(shlex.split(command)[0])
+
+
+def test_the_extension_is_built_wherever_a_compiler_and_the_headers_are() -> None:
+    import os
+    import sysconfig
+
+    headers = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+    if _compiler() is None or not headers:
+        assert "pure Python" in native.describe()
+        return
+    assert native._built is not None, native.describe()
+    assert native.describe().startswith("compiled") or os.environ.get("MESHCOMM_NATIVE") == "0"
+
+_FLOATS = ("float16", "float32", "float64")
+_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def _values(dtype: str, rank: int, count: int) -> np.ndarray:
+    """Values that test the edges: signed zeros, NaN, infinities, subnormals, overflow, wrap-around."""
+    rng = np.random.default_rng(1000 + rank)
+    if dtype == "bool":
+        return rng.integers(0, 2, count).astype(bool)
+    if dtype in _INTS:
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, count, dtype=dtype, endpoint=True)
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        bits = rng.integers(0, 1 << 16, count, dtype=np.uint16)
+        bits[: min(count, 4)] = [0x8000, 0x0000, 0x7F80, 0x0001][:count]  # -0, 0, inf, a subnormal
+        return bits.view(ml_dtypes.bfloat16)
+    kind = np.dtype(dtype)
+    values = (rng.standard_normal(count) * 10.0 ** rng.integers(-6, 6, count)).astype(kind)
+    edges = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, np.finfo(kind).max, np.finfo(kind).tiny / 3,
+                      -np.finfo(kind).max], dtype=kind)
+    head = values[rank % 3 :]
+    head[: min(len(edges), len(head))] = edges[: len(head)]
+    return values
+
+
+def run_everything(with_bfloat16: bool) -> tuple[int, int, str]:
+    """Every collective the board runs, on every dtype and op it serves; (plans on the compiled path, plans on the
+    board, a digest of every byte)."""
+    import meshcomm as dist
+    from meshcomm import ReduceOp
+    from meshcomm.api.state import resolve_group
+
+    g = resolve_group(None)
+    rank, n = g.rank, g.size
+    digest = hashlib.sha256()
+    ops = {"sum": ReduceOp.SUM, "product": ReduceOp.PRODUCT, "min": ReduceOp.MIN, "max": ReduceOp.MAX,
+           "band": ReduceOp.BAND, "bor": ReduceOp.BOR, "bxor": ReduceOp.BXOR, "avg": ReduceOp.AVG}
+    dtypes = ("bool", *_INTS, *_FLOATS, *(("bfloat16",) if with_bfloat16 else ()))
+    for dtype in dtypes:
+        floating = dtype in _FLOATS or dtype == "bfloat16"
+        for name, op in ops.items():
+            if (floating and name in ("band", "bor", "bxor")) or (name == "avg" and not floating):
+                continue
+            for count in (1, 7, 513):
+                x = _values(dtype, rank, count)
+                dist.all_reduce(x, op=op, algorithm="direct")
+                digest.update(x.tobytes())
+                y = _values(dtype, rank, count)
+                dist.reduce(y, dst=n - 1, op=op, algorithm="direct")
+                digest.update(y.tobytes())
+                z = np.empty(count, dtype=dtype)
+                dist.reduce_scatter_tensor(z, np.concatenate([_values(dtype, rank + r, count) for r in range(n)]),
+                                           op=op, algorithm="direct")
+                digest.update(z.tobytes())
+    for dtype in ("uint8", "float64", "complex64"):
+        x = (np.arange(9) * 3 + rank).astype(dtype)
+        dist.broadcast(x, src=n - 1, algorithm="direct")
+        digest.update(x.tobytes())
+        gathered = [np.empty(3 + r, dtype=dtype) for r in range(n)]
+        dist.all_gather(gathered, x[: 3 + rank], algorithm="direct")
+        digest.update(b"".join(v.tobytes() for v in gathered))
+        out = np.empty(4 * n, dtype=dtype)
+        dist.all_to_all_single(out, (np.arange(4 * n) + 10 * rank).astype(dtype), algorithm="direct")
+        digest.update(out.tobytes())
+        inplace = (np.arange(4 * n) * 7 + rank).astype(dtype)
+        dist.all_to_all_single(inplace, inplace, algorithm="direct")
+        digest.update(inplace.tobytes())
+    dist.barrier(algorithm="direct")
+    plans = [plan.board for plan in g._plans.values() if plan.board is not None]
+    return sum(plan.native is not None for plan in plans), len(plans), digest.hexdigest()
+
+
+@needs_compiled
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
+    try:
+        import ml_dtypes  # noqa: F401
+
+        with_bfloat16 = True
+    except ImportError:
+        with_bfloat16 = False
+    with Cluster(n, env={"MESHCOMM_NATIVE": "0"}) as python_path:
+        python_results = python_path.run(run_everything, with_bfloat16, timeout=120)
+    with Cluster(n) as compiled_path:
+        compiled_results = compiled_path.run(run_everything, with_bfloat16, timeout=120)
+    assert all(compiled == 0 and on_board > 50 for compiled, on_board, _ in python_results)
+    # every call of the run fits in slots and is served by the compiled path
+    assert all(compiled == on_board > 50 for compiled, on_board, _ in compiled_results)
+    assert [digest for _, _, digest in compiled_results] == [digest for _, _, digest in python_results]
