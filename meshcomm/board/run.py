@@ -295,12 +295,24 @@ def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict,
     try:
         member = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin,
                                   time.monotonic() + timeout, between)
-    except TimeoutError as exc:
-        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
-    except CollectiveMismatchError as exc:
-        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+    except Exception as exc:
+        raise compiled_failure(exc, fingerprint, seq, group_name, timeout, peers) from None
     if member is not None:
-        raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+        raise compiled_mismatch(board, member, fingerprint, seq, group_name)
+
+
+def compiled_failure(exc: Exception, fingerprint: bytes, seq: int, group_name: str, timeout: float,
+                     peers) -> Exception:
+    """What the compiled path's failure is raised as: a timeout or a mismatch worded as run() words them."""
+    if isinstance(exc, TimeoutError):
+        return _timed_out(fingerprint, seq, group_name, timeout, exc)
+    if isinstance(exc, CollectiveMismatchError):
+        return _mismatch_as_messages(exc, group_name, seq, fingerprint, peers)
+    return exc
+
+
+def compiled_mismatch(board, member: int, fingerprint: bytes, seq: int, group_name: str) -> CollectiveMismatchError:
+    return _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
 
 
 def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:

@@ -8,6 +8,7 @@ that is when the board is made or joined, not at group creation.
 from __future__ import annotations
 
 import hashlib
+import time
 
 from meshcomm import config
 from meshcomm.algorithms.problem import Problem
@@ -82,8 +83,13 @@ class Seat:
         board = self._board
         if board is None:
             board = self._join(timeout, check_peers)
-        board_run.run_compiled(board, plan.board, seq, plan.fingerprint, buffers, timeout, transport.spin_seconds,
-                               check_peers, self._group_name, ranks)
+        try:
+            member = board.native.run(plan.board.native, seq, buffers.get("input"), buffers.get("output"),
+                                      transport.spin_seconds, time.monotonic() + timeout, check_peers)
+        except Exception as exc:
+            raise board_run.compiled_failure(exc, plan.fingerprint, seq, self._group_name, timeout, ranks) from None
+        if member is not None:
+            raise board_run.compiled_mismatch(board, member, plan.fingerprint, seq, self._group_name)
 
     def _join(self, timeout: float, check_peers) -> Board:
         """Make or map the group's board, at its first call on it."""
