@@ -34,7 +34,8 @@ native = Extension(
     "meshcomm.native._core",
     sources=["meshcomm/native/_core.c"],
     # No contraction of a * b + c into one rounding: results stay bit-identical to numpy's.
-    extra_compile_args=["-O2", "-ffp-contract=off", "-fno-strict-aliasing"],
+    # -O3: the reductions' loops are vectorised (the same IEEE operations, element by element).
+    extra_compile_args=["-O3", "-ffp-contract=off", "-fno-strict-aliasing"],
     optional=True,
 )
 

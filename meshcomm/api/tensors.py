@@ -75,28 +75,48 @@ def _numpy_buffer(array: np.ndarray, name: str, writable: bool) -> Buffer:
     return Buffer(copy.reshape(-1), dtype_name, logical, writeback if writable else None)
 
 
+# torch dtype -> (name, logical, the bits' torch dtype or None) for the dtypes meshcomm sends
+_TORCH_ACCEPTED: dict[Any, tuple[str, str | None, Any]] = {}
+
+
+def _torch_kind(dtype, name: str) -> tuple[str, str | None, Any]:
+    import torch
+
+    accepted = _TORCH_ACCEPTED.get(dtype)
+    if accepted is None:
+        dtype_name = str(dtype).removeprefix("torch.")
+        logical = dtype_name if dtype_name in narrow_floats.NARROW else None
+        if logical is not None:
+            bits = torch.int16 if logical == "bfloat16" else torch.uint8
+        elif dtype.is_complex or dtype.is_floating_point or dtype in _TORCH_INTEGRAL:
+            bits = None
+        else:
+            raise TypeError(f"{name} has dtype {dtype}, which meshcomm cannot send")
+        accepted = _TORCH_ACCEPTED[dtype] = (dtype_name, logical, bits)
+    return accepted
+
+
 def _torch_buffer(tensor, name: str, writable: bool) -> Buffer:
     import torch
 
-    if tensor.is_sparse or tensor.layout != torch.strided:
+    if tensor.layout is not torch.strided:  # sparse layouts among them
         raise TypeError(f"{name} has layout {tensor.layout}; meshcomm sends dense (strided) tensors")
-    dtype_name = str(tensor.dtype).removeprefix("torch.")
-    logical = dtype_name if dtype_name in narrow_floats.NARROW else None
-    if logical is not None:
-        bits = torch.int16 if logical == "bfloat16" else torch.uint8
-        view = (lambda t: t.view(bits).numpy().view(narrow_floats.storage(logical)))
-    elif tensor.dtype.is_complex or tensor.dtype.is_floating_point or tensor.dtype in _TORCH_INTEGRAL:
-        view = (lambda t: t.numpy())
-    else:
-        raise TypeError(f"{name} has dtype {tensor.dtype}, which meshcomm cannot send")
-    source = tensor.detach()
+    dtype_name, logical, bits = _torch_kind(tensor.dtype, name)
+
+    def view(t):
+        if bits is None:
+            return t.numpy()
+        return t.view(bits).numpy().view(narrow_floats.storage(logical))
+
+    # Every small call passes here: detach only what tracks gradients, ask is_cpu rather than device.type.
+    source = tensor.detach() if tensor.requires_grad else tensor
+    if source.is_cpu and source.is_contiguous():
+        flat = view(source)
+        return Buffer(flat if flat.ndim == 1 else flat.reshape(-1), dtype_name, logical, None)
     if source.device.type == "meta":
         raise ValueError(f"{name} is on device meta, which holds no data to send")
-    on_host = source.device.type == "cpu"
-    if on_host and source.is_contiguous():
-        return Buffer(view(source).reshape(-1), dtype_name, logical, None)
     # .cpu() waits for the device's pending work on the tensor, and copy_ below writes the result back.
-    copy = source.contiguous() if on_host else source.cpu().contiguous()
+    copy = source.contiguous() if source.is_cpu else source.cpu().contiguous()
 
     def writeback() -> None:
         with torch.no_grad():

@@ -217,13 +217,30 @@ static uint16_t float_to_bf16(float f) {
         return;                                                                         \
     }
 
+/* Sums and products go a cache-sized chunk at a time: a chunk with no NaN on both sides (the usual case) is
+ * combined by a loop the compiler vectorises, one with such a pair element by element (LEFT_NAN). */
+#define CHUNK 512
 #define FLOAT_LOOP(T)                                                                   \
     {                                                                                   \
         T *d = (T *)dst;                                                                \
         const T *s = (const T *)src;                                                    \
         switch (op) {                                                                   \
-        case OP_SUM: for (i = 0; i < n; i++) d[i] = LEFT_NAN(d[i], s[i], +); break;     \
-        case OP_PROD: for (i = 0; i < n; i++) d[i] = LEFT_NAN(d[i], s[i], *); break;    \
+        case OP_SUM:                                                                    \
+        case OP_PROD:                                                                   \
+            for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                              \
+                Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                        \
+                int pair = 0;                                                           \
+                for (i = lo; i < hi; i++) pair |= (d[i] != d[i]) & (s[i] != s[i]);      \
+                if (pair && op == OP_SUM)                                               \
+                    for (i = lo; i < hi; i++) d[i] = LEFT_NAN(d[i], s[i], +);           \
+                else if (pair)                                                          \
+                    for (i = lo; i < hi; i++) d[i] = LEFT_NAN(d[i], s[i], *);           \
+                else if (op == OP_SUM)                                                  \
+                    for (i = lo; i < hi; i++) d[i] = d[i] + s[i];                       \
+                else                                                                    \
+                    for (i = lo; i < hi; i++) d[i] = d[i] * s[i];                       \
+            }                                                                           \
+            break;                                                                      \
         case OP_MIN: for (i = 0; i < n; i++) d[i] = VMIN(d[i], s[i]); break;            \
         case OP_MAX: for (i = 0; i < n; i++) d[i] = VMAX(d[i], s[i]); break;            \
         }                                                                               \

@@ -23,6 +23,10 @@ Launch = Callable[[bool, "float | None"], Any]
 def reduce_op(op: Any) -> _Op:
     """meshcomm's op for torch's ReduceOp (as found in an options record) or RedOpType."""
     kind = getattr(op, "op", op)
+    code = getattr(kind, "value", None)
+    known = _KNOWN.get(code) if type(code) is int else None
+    if known is not None:  # every call asks, and a pybind enum's name costs a microsecond
+        return known
     name = getattr(kind, "name", None)
     if not isinstance(name, str) or name.lower() not in _OPS:
         raise TypeError(f"reduceOp must be a torch.distributed.ReduceOp, got {op!r}")
@@ -31,10 +35,13 @@ def reduce_op(op: Any) -> _Op:
         if factor is None:
             raise ValueError("reduceOp PREMUL_SUM needs a factor (use dist._make_nccl_premul_sum(factor))")
         return ReduceOp.premul_sum(float(factor))
+    if type(code) is int:
+        _KNOWN[code] = _OPS[name.lower()]
     return _OPS[name.lower()]
 
 
 _OPS = {op.name: op for op in vars(ReduceOp).values() if isinstance(op, _Op)}
+_KNOWN: dict[int, _Op] = {}  # torch's RedOpType's value -> meshcomm's op, for all but PREMUL_SUM (its factor varies)
 
 
 def _seconds(timeout: Any) -> float | None:

@@ -35,22 +35,23 @@ class TorchWork(dist._Work):
     raises it.
     """
 
-    def __init__(self, description: str, result: list[torch.Tensor], timeout: float) -> None:
+    def __init__(self, description: str, result: list[torch.Tensor], timeout: float, done: bool = False) -> None:
         super().__init__()
         self._description = description
         self._result = result
         self._timeout = timeout
-        self._event = threading.Event()
+        self._done = done  # a synchronous call's work is made done: no event or future until someone asks
+        self._event = None if done else threading.Event()
         self._error: BaseException | None = None
         self._source: int | None = None
         self._drive: Callable[[float], None] | None = None  # set for point-to-point work: waiting moves it
         self._poll: Callable[[], bool] | None = None  # and this tells, without blocking, whether it is done
         self._drive_lock = threading.Lock()
-        self._base = torch.futures.Future()
         # C++ reads the reduced tensors from the future's value (DDP), so the
         # base future always carries the tensors; the error travels through
-        # the chained callback, which C++ sees as a failed future.
-        self._future = self._base.then(self._check)
+        # the chained callback (made by get_future), which C++ sees as a failed future.
+        self._base: torch.futures.Future | None = None if done else torch.futures.Future()
+        self._future: torch.futures.Future | None = None
 
     def _check(self, future: torch.futures.Future) -> list[torch.Tensor]:
         if self._error is not None:
@@ -58,12 +59,13 @@ class TorchWork(dist._Work):
         return future.value()
 
     def _settle(self, error: BaseException | None, source: int | None = None) -> None:
-        if self._event.is_set():
+        if self._done:
             return
         self._error = error
         self._source = source
         # The futures first: whoever returns from wait() may read get_future().value() at once.
         self._base.set_result(self._result)
+        self._done = True
         self._event.set()
 
     # ----- torch's Work interface
@@ -72,19 +74,25 @@ class TorchWork(dist._Work):
         seconds = _wait_seconds(timeout, self._timeout + _GRACE_SECONDS)
         if self._drive is not None:
             with self._drive_lock:  # one thread drives; others find it done
-                if not self._event.is_set():
+                if not self._done:
                     try:
                         self._drive(seconds)
                     except BaseException as exc:  # the peer's failure belongs to this work
                         self._settle(exc)
-        if not self._event.wait(seconds):
+        if not self._done and not self._event.wait(seconds):
             raise CommTimeoutError(f"{self._description} did not complete within {seconds:g} s")
         if self._error is not None:
             raise self._error
         return True
 
     def get_future(self) -> torch.futures.Future:
-        if self._drive is not None and not self._event.is_set():
+        with self._drive_lock:
+            if self._future is None:
+                if self._base is None:  # made done
+                    self._base = torch.futures.Future()
+                    self._base.set_result(self._result)
+                self._future = self._base.then(self._check)
+        if self._drive is not None and not self._done:
             # Point-to-point work completes as it is waited on; a caller holding
             # only the future would otherwise wait forever.
             threading.Thread(target=self._wait_quietly, name="meshcomm-p2p-future", daemon=True).start()
@@ -97,12 +105,12 @@ class TorchWork(dist._Work):
             pass
 
     def is_completed(self) -> bool:
-        if not self._event.is_set() and self._poll is not None and self._poll():
+        if not self._done and self._poll is not None and self._poll():
             self._wait_quietly()  # done already: this only records the result (or the failure)
-        return self._event.is_set()
+        return self._done
 
     def is_success(self) -> bool:
-        return self._event.is_set() and self._error is None
+        return self._done and self._error is None
 
     def exception(self) -> BaseException | None:
         return self._error
@@ -125,15 +133,13 @@ class TorchWork(dist._Work):
         """CPU work has no stream to synchronize with."""
 
     def __repr__(self) -> str:
-        state = "failed" if self._error else ("done" if self._event.is_set() else "pending")
+        state = "failed" if self._error else ("done" if self._done else "pending")
         return f"<TorchWork {self._description} {state}>"
 
 
 def completed(description: str, result: list[torch.Tensor], timeout: float) -> TorchWork:
     """A work whose operation already ran (a synchronous call)."""
-    work = TorchWork(description, result, timeout)
-    work._settle(None)
-    return work
+    return TorchWork(description, result, timeout, done=True)
 
 
 def track(description: str, works: list, result: list[torch.Tensor], timeout: float,

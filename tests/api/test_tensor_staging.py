@@ -21,6 +21,8 @@ class OnDevice:
     is_sparse = False
     layout = torch.strided
     device = torch.device("cuda", 0)
+    is_cpu = False
+    requires_grad = True  # detached, as a parameter would be
 
     def __init__(self, data) -> None:
         self.data = data

@@ -1,0 +1,140 @@
+"""What the torch backend adds: per call, and per DDP step. Run by itself; it starts its ranks.
+
+    python benchmarks/torch_overhead.py calls --rounds 5     # 1-element all_reduce: "meshcomm" process group vs meshcomm's API
+    python benchmarks/torch_overhead.py ddp --rounds 3       # DDP step on the 25 M-parameter MLP vs 1 rank vs a bare all_reduce
+
+Rounds alternate the variants (interleaved); each prints medians with ranges over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+LAYERS = (2048, 4096, 4096, 1024, 10)  # 25 M parameters: 100 MB of float32 gradients per step
+
+
+def _rank_calls(variant: str, iters: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    tensor = torch.zeros(1)
+    if variant == "torch-backend":
+        import torch.distributed as dist
+
+        dist.init_process_group("meshcomm")
+        call = lambda: dist.all_reduce(tensor)  # noqa: E731
+    else:
+        import meshcomm as dist
+
+        dist.init_process_group()
+        call = lambda: dist.all_reduce(tensor)  # noqa: E731
+    for _ in range(iters // 10):
+        call()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        call()
+    seconds = (time.perf_counter() - start) / iters
+    if dist.get_rank() == 0:
+        print("RESULT " + json.dumps({"us": seconds * 1e6}), flush=True)
+    dist.destroy_process_group()
+
+
+def _rank_ddp(variant: str, steps: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    layers = []
+    for a, b in zip(LAYERS, LAYERS[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1])
+    x, y = torch.randn(32, LAYERS[0]), torch.randint(0, LAYERS[-1], (32,))
+    if variant == "bare":  # the gradients' bytes alone, in one all_reduce
+        dist.init_process_group("meshcomm")
+        flat = torch.zeros(sum(p.numel() for p in model.parameters()))
+        step = lambda: dist.all_reduce(flat)  # noqa: E731
+    else:
+        if variant != "one-rank":
+            dist.init_process_group(variant)
+            model = torch.nn.parallel.DistributedDataParallel(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def step() -> None:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+
+    times = []
+    for i in range(steps + 2):
+        start = time.perf_counter()
+        step()
+        if i >= 2:  # the first steps allocate and warm up
+            times.append(time.perf_counter() - start)
+    if variant == "one-rank" or dist.get_rank() == 0:
+        print("RESULT " + json.dumps({"ms": statistics.median(times) * 1e3}), flush=True)
+    if variant != "one-rank":
+        dist.destroy_process_group()
+
+
+def _launch(kind: str, variant: str, amount: int, nranks: int) -> float:
+    command = [__file__, "--rank-of", kind, variant, str(amount)]
+    command = [sys.executable, "-m", "meshcomm", "run", "-n", str(nranks), *command] if nranks > 1 \
+        else [sys.executable, *command]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=os.path.dirname(__file__))
+    if done.returncode != 0:
+        raise SystemExit(f"{variant} failed:\n{done.stderr[-3000:]}")
+    line = next(line for line in done.stdout.splitlines() if "RESULT " in line)
+    return next(iter(json.loads(line.split("RESULT ", 1)[1]).values()))
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3g} ({min(values):.3g}–{max(values):.3g})"
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank-of":
+        kind, variant, amount = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        (_rank_calls if kind == "calls" else _rank_ddp)(variant, amount)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=["calls", "ddp"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    if args.rounds < 3:
+        parser.error("--rounds must be 3 or more")
+    if args.kind == "calls":
+        variants = {"torch-backend": 2, "meshcomm-api": 2}
+        amount = 20000
+    else:
+        variants = {"one-rank": 1, "bare": 2, "meshcomm": 2, "gloo": 2}
+        amount = args.steps
+    results: dict[str, list[float]] = {variant: [] for variant in variants}
+    for _ in range(args.rounds):
+        for variant, nranks in variants.items():
+            results[variant].append(_launch(args.kind, variant, amount, nranks))
+    unit = "µs per call" if args.kind == "calls" else "ms per step (rank 0's median)"
+    print(f"{unit}, median (range) of {args.rounds} rounds:")
+    for variant, values in results.items():
+        print(f"  {variant:14s} {spread(values)}")
+    if args.kind == "calls":
+        ratios = [a / b for a, b in zip(results["torch-backend"], results["meshcomm-api"])]
+        print(f"  torch backend ÷ meshcomm API: {spread(ratios)}")
+    else:
+        for lib in ("meshcomm", "gloo"):
+            ratios = [(step - one) / bare for step, one, bare in
+                      zip(results[lib], results["one-rank"], results["bare"])]
+            print(f"  {lib}: (DDP step - 1-rank step) ÷ bare all_reduce: {spread(ratios)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
