@@ -1,7 +1,8 @@
 """What the torch backend adds: per call, and per DDP step. Run by itself; it starts its ranks.
 
     python benchmarks/torch_overhead.py calls --rounds 5     # 1-element all_reduce: "meshcomm" process group vs meshcomm's API
-    python benchmarks/torch_overhead.py ddp --rounds 3       # DDP step on the 25 M-parameter MLP vs 1 rank vs a bare all_reduce
+    python benchmarks/torch_overhead.py ddp --rounds 3       # DDP step on the 25 M-parameter MLP vs 1 rank, 2 ranks
+                                                             # without DDP, and a bare all_reduce
 
 Rounds alternate the variants (interleaved); each prints medians with ranges over rounds.
 """
@@ -62,7 +63,9 @@ def _rank_ddp(variant: str, steps: int) -> None:
         flat = torch.zeros(sum(p.numel() for p in model.parameters()))
         step = lambda: dist.all_reduce(flat)  # noqa: E731
     else:
-        if variant != "one-rank":
+        if variant == "two-alone":  # two ranks computing side by side, no gradient exchanged: the machine's share
+            dist.init_process_group("meshcomm")
+        elif variant != "one-rank":
             dist.init_process_group(variant)
             model = torch.nn.parallel.DistributedDataParallel(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -115,7 +118,7 @@ def main() -> int:
         variants = {"torch-backend": 2, "meshcomm-api": 2}
         amount = 20000
     else:
-        variants = {"one-rank": 1, "bare": 2, "meshcomm": 2, "gloo": 2}
+        variants = {"one-rank": 1, "two-alone": 2, "bare": 2, "meshcomm": 2, "gloo": 2}
         amount = args.steps
     results: dict[str, list[float]] = {variant: [] for variant in variants}
     for _ in range(args.rounds):
@@ -133,6 +136,9 @@ def main() -> int:
             ratios = [(step - one) / bare for step, one, bare in
                       zip(results[lib], results["one-rank"], results["bare"])]
             print(f"  {lib}: (DDP step - 1-rank step) ÷ bare all_reduce: {spread(ratios)}")
+            alone = [(step - two) / bare for step, two, bare in
+                     zip(results[lib], results["two-alone"], results["bare"])]
+            print(f"  {lib}: (DDP step - two ranks' step without DDP) ÷ bare all_reduce: {spread(alone)}")
     return 0
 
 

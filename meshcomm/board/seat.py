@@ -49,9 +49,10 @@ class Seat:
             self._on_one_host = self._transport.shares_memory_with(self._ranks)
         return self._on_one_host
 
-    def run(self, plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+    def run(self, plan, seq: int, buffers: dict, combine, timeout: float, overlapped: bool = False) -> None:
         """Run call `seq` on the board by the group's `plan` (its `board` plan, `fingerprint` and `algorithm`);
-        the group calls this directly, as it runs a call as messages."""
+        the group calls this directly, as it runs a call as messages. `overlapped`: the caller goes on with its
+        own work meanwhile (async_op), so no core is spare for spinning through the peers' copies."""
         transport = self._transport
         transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
         ranks, group_id = self._ranks, self._group_id
@@ -65,7 +66,8 @@ class Seat:
         trace = self._trace
         start = trace.now() if trace is not None else 0
         board_run.run(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout,
-                      transport.spin_seconds, not transport.crowded, check_peers, self._group_name, ranks)
+                      transport.spin_seconds, not (transport.crowded or overlapped), check_peers, self._group_name,
+                      ranks)
         if trace is not None:
             trace.complete("collective", plan.board.problem.collective, start, trace.now(),
                            {"group": self._group_name, "group_id": group_id, "seq": seq,

@@ -113,7 +113,7 @@ class Group:
         def job(seq: int) -> object:
             entry = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
             try:
-                run(plan, seq, buffers, combine, limit)
+                run(plan, seq, buffers, combine, limit, async_op)
             except Exception as exc:
                 recorder.finish(entry, exc)
                 raise self.runtime.explain_failure(self, seq, entry, exc) from None
@@ -163,7 +163,8 @@ class Group:
             self._plans[key] = plan
         return plan
 
-    def _run_as_messages(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+    def _run_as_messages(self, plan: _Plan, seq: int, buffers: dict, combine, timeout: float,
+                         overlapped: bool) -> None:
         execution = executor.Execution(
             schedule=plan.schedule,
             buffers=buffers,
