@@ -63,7 +63,17 @@ def command_of(args: argparse.Namespace) -> list[str]:
             f"script {name!r} is not a file; to run a program that is not a Python script, "
             f"put it after '--' (meshcomm run -n {args.nproc} -- {' '.join(program)})"
         )
+    if _is_binary_program(name):
+        return program  # `meshcomm run -n 4 /usr/bin/python3 prog.py`: a compiled program, not a script
     return python_script_command(name, rest)
+
+
+def _is_binary_program(path: str) -> bool:
+    """An executable file in a binary format (ELF), which Python cannot run as a script."""
+    if not os.access(path, os.X_OK):
+        return False
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
 
 
 def run(args: argparse.Namespace) -> int:

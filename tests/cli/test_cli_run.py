@@ -86,6 +86,16 @@ def test_a_command_on_path_runs_without_dash_dash_as_with_mpiexec(
     assert sorted(lines) == [0, 1] and all(line.endswith("args=['--lr', '3']") for line in lines.values())
 
 
+def test_a_compiled_program_given_by_its_path_runs_as_a_command(
+    rank_script: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `meshcomm run -n 2 /usr/bin/python3 prog.py`: a file, but an ELF binary, not a script for Python to read.
+    interpreter = os.path.realpath(sys.executable)
+    assert main(["run", "-n", "2", interpreter, rank_script, "--lr", "3"]) == 0
+    lines = rank_lines(capsys.readouterr().out)
+    assert sorted(lines) == [0, 1] and all(line.endswith("args=['--lr', '3']") for line in lines.values())
+
+
 def test_module_form_runs_python_dash_m(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
