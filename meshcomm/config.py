@@ -15,6 +15,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_LOCAL_WORLD_SIZE": ("", "number of processes on this host"),
     "MESHCOMM_MASTER_ADDR": ("", "host of the rendezvous store"),
     "MESHCOMM_MASTER_PORT": ("", "port of the rendezvous store"),
+    "MESHCOMM_RESTART_COUNT": ("0", "which attempt this is, set by `meshcomm run --max-restarts K` (0 = the first): above 0, a program resumes from its checkpoint"),
     "MESHCOMM_STORE": ("", "'' = rank 0 hosts the store at MASTER_ADDR:MASTER_PORT; 'external' = one already listens there (e.g. `meshcomm store`)"),
     "MESHCOMM_TOKEN": ("", "job secret authenticating store and data connections (hex or text)"),
     "MESHCOMM_TLS_CERT": ("", "PEM certificate this rank presents on store and data connections; with MESHCOMM_TLS_KEY turns TLS on"),

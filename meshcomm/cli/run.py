@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="deadline in seconds for every blocking operation (sets MESHCOMM_TIMEOUT)")
     parser.add_argument("--host-id", dest="host_id", default=None,
                         help="host identity for the ranks (sets MESHCOMM_HOST_ID; tests fake hosts with it)")
+    parser.add_argument("--max-restarts", "--max_restarts", dest="max_restarts", type=argtypes.non_negative_int,
+                        default=0, help="when a rank fails, stop every rank and start them all again, up to this many "
+                                        "times (MESHCOMM_RESTART_COUNT tells the program the attempt; default 0)")
     parser.add_argument("-m", "--module", action="store_true",
                         help="the program is a Python module, run as `python -m module`")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py | module | -- command",
@@ -91,4 +94,5 @@ def run(args: argparse.Namespace) -> int:
         grace = kill_grace()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return run_job(cmd, layout, prefix=args.prefix, grace=grace)
+    return run_job(cmd, layout, prefix=args.prefix, grace=grace, max_restarts=args.max_restarts,
+                   fresh_port=args.master_port == 0)

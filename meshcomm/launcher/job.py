@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
@@ -90,12 +93,14 @@ def launch(
     grace: float | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    max_restarts: int = 0,
 ) -> int:
     """Run `cmd` as ranks node_rank*nproc ... node_rank*nproc+nproc-1 and return the job's exit code.
 
     The exit code is 0, the first failing rank's (128 + signal number when it
-    died by a signal), or 128 + the signal that interrupted the launcher.
-    Raises ValueError for bad arguments before any process starts.
+    died by a signal), or 128 + the signal that interrupted the launcher; with
+    `max_restarts`, the last attempt's (run_job). Raises ValueError for bad
+    arguments before any process starts.
     """
     layout = make_layout(
         nproc,
@@ -107,7 +112,8 @@ def launch(
         host_id=host_id,
         env_extra=env_extra,
     )
-    return run_job(cmd, layout, prefix=prefix, env_extra=env_extra, grace=grace, stdout=stdout, stderr=stderr)
+    return run_job(cmd, layout, prefix=prefix, env_extra=env_extra, grace=grace, stdout=stdout, stderr=stderr,
+                   max_restarts=max_restarts, fresh_port=master_port == 0)
 
 
 def run_job(
@@ -119,20 +125,49 @@ def run_job(
     grace: float | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    max_restarts: int = 0,
+    fresh_port: bool = False,
 ) -> int:
-    """launch() for a layout already made: starts, supervises, reports on stderr, returns the exit code."""
+    """launch() for a layout already made: starts, supervises, reports on stderr, returns the exit code.
+
+    When a rank fails, every rank is stopped and, up to `max_restarts` times, all are started again
+    (torchrun's elastic restarts): a new store generation each time (a new job id, a token derived from the job's
+    for that attempt, and a new port when `fresh_port`), with MESHCOMM_RESTART_COUNT and
+    TORCHELASTIC_RESTART_COUNT telling the program which attempt it is. The exit code is the last attempt's.
+    """
     if isinstance(cmd, str) or not cmd or not all(isinstance(part, str) for part in cmd):
         raise TypeError(f"cmd must be a non-empty list of str, got {cmd!r}")
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
     err = stderr if stderr is not None else sys.stderr
-    supervisor = Supervisor(
-        rank_specs(cmd, layout, env_extra),
-        prefix=prefix,
-        grace=kill_grace() if grace is None else grace,
-        stdout=stdout if stdout is not None else sys.stdout,
-        stderr=err,
-    )
-    result = supervisor.run()
-    shm.remove_segments(layout.job_id)
-    for line in describe(result):
-        print(line, file=err, flush=True)
-    return result.exit_code
+    grace = kill_grace() if grace is None else grace
+    external_store = ((env_extra or {}).get("MESHCOMM_STORE") or config.get("MESHCOMM_STORE")) == "external"
+    attempt = 0
+    while True:
+        extra = {**(env_extra or {}), "MESHCOMM_RESTART_COUNT": str(attempt),
+                 "TORCHELASTIC_RESTART_COUNT": str(attempt), "TORCHELASTIC_MAX_RESTARTS": str(max_restarts)}
+        supervisor = Supervisor(rank_specs(cmd, layout, extra), prefix=prefix, grace=grace,
+                                stdout=stdout if stdout is not None else sys.stdout, stderr=err)
+        result = supervisor.run()
+        shm.remove_segments(layout.job_id)
+        for line in describe(result):
+            print(line, file=err, flush=True)
+        if (result.exit_code == 0 or attempt >= max_restarts or result.interrupted_by is not None
+                or result.start_error is not None):
+            return result.exit_code
+        attempt += 1
+        print(f"meshcomm run: restarting all {layout.nproc} rank(s) of this host, restart {attempt} of "
+              f"{max_restarts} (MESHCOMM_RESTART_COUNT={attempt})", file=err, flush=True)
+        layout = _next_generation(layout, attempt, fresh_port, external_store)
+
+
+def _next_generation(layout: JobLayout, attempt: int, fresh_port: bool, external_store: bool) -> JobLayout:
+    """The layout of restart `attempt`: nothing of the failed attempt can join it. Every host's launcher derives the
+    same token from the job's, so the restarted hosts meet again; an external store keeps the job's token."""
+    token = layout.token if external_store else _restart_token(layout.token, attempt)
+    return dataclasses.replace(layout, job_id=secrets.token_hex(6), token=token,
+                               master_port=free_port() if fresh_port else layout.master_port)
+
+
+def _restart_token(token: str, attempt: int) -> str:
+    return hashlib.sha256(f"{token}:restart:{attempt}".encode()).hexdigest()

@@ -168,6 +168,27 @@ def _nonce() -> str:
     return _process_nonce[1]
 
 
+# A rank that gives up on the rendezvous writes why under _VERDICT, then fills the missing ranks' keys with it
+# (after _FAILED), which wakes every rank still waiting and tells a late one that the job already failed.
+_VERDICT = "rdzv/verdict"
+_FAILED = b"meshcomm: the rendezvous already failed: "
+_LINGER_SECONDS = 2.0  # how long a store's host keeps serving after a failed rendezvous, for the others to read why
+
+
+def _announce(store: Store, keys: list[str], missing: list[int], verdict: str) -> None:
+    """Tell every rank of the rendezvous why it failed, then let them read it."""
+    store.compare_set(_VERDICT, b"", verdict.encode())
+    for r in missing:
+        store.compare_set(keys[r], b"", _FAILED + verdict.encode())
+    _linger(store)
+
+
+def _linger(store: Store) -> None:
+    linger = getattr(store, "linger", None)  # a TCPStore that serves the store; others have nothing to keep
+    if linger is not None:
+        linger(_LINGER_SECONDS)
+
+
 def join(store: Store, rank: int, world_size: int, timeout: float | None = None) -> None:
     """Announce this rank and wait until all world_size ranks have; RendezvousError names the missing ones."""
     if not isinstance(world_size, int) or world_size < 1:
@@ -177,6 +198,8 @@ def join(store: Store, rank: int, world_size: int, timeout: float | None = None)
     wait = store.timeout if timeout is None else _default_timeout(timeout)
     me = _nonce().encode()
     claimed = store.compare_set(f"rdzv/rank/{rank}", b"", me)
+    if claimed.startswith(_FAILED):  # arrived after a rank gave up and said why
+        raise RendezvousError(claimed[len(_FAILED):].decode(errors="replace"))
     if claimed != me:
         raise RendezvousError(
             f"rank {rank} is already claimed by another process ({claimed.decode(errors='replace')}); "
@@ -196,15 +219,17 @@ def join(store: Store, rank: int, world_size: int, timeout: float | None = None)
         if not missing:
             return  # the last rank arrived just as we gave up
         listed = ", ".join(map(str, missing[:MAX_LISTED])) + (", ..." if len(missing) > MAX_LISTED else "")
-        raise RendezvousError(
-            f"rendezvous timed out after {wait:g} s: {world_size - len(missing)}/{world_size} ranks joined, "
-            f"missing [{listed}]"
-        ) from None
+        verdict = (f"rendezvous timed out after {wait:g} s: {world_size - len(missing)}/{world_size} ranks joined, "
+                   f"missing [{listed}]")
+        _announce(store, keys, missing, verdict)
+        raise RendezvousError(verdict) from None
     except PeerLostError as exc:
-        # Nobody is left to say who was missing: the store's host gave up. With the default store that is rank 0,
-        # which leaves when its own wait times out, its error naming the ranks that never joined.
+        # Nobody is left to say who was missing: the store's host gave up without a verdict (it was killed).
         raise RendezvousError(
             f"rank {rank} lost the store while it waited for all {world_size} ranks to join ({exc}): the rendezvous "
-            f"failed where the store runs (rank 0's, unless MESHCOMM_STORE=external), whose error names the ranks "
-            f"that never joined"
+            f"failed where the store runs (rank 0's, unless MESHCOMM_STORE=external)"
         ) from None
+    if store.check([_VERDICT]):  # woken by a rank that gave up: every waiting rank names the missing ones
+        verdict = store.get(_VERDICT).decode(errors="replace")
+        _linger(store)
+        raise RendezvousError(verdict)

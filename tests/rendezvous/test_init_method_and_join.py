@@ -100,6 +100,27 @@ def test_missing_rank_fails_within_the_timeout_naming_it(master: TCPStore, token
         c.close()
 
 
+def test_every_waiting_rank_names_the_missing_ranks_when_one_gives_up(master: TCPStore, token: bytes) -> None:
+    """The store's host gives up first (its timeout is the shortest): the others, still willing to wait, learn why."""
+    clients = {r: TCPStore("127.0.0.1", master.port, timeout=60, token=token) for r in (1, 3)}
+    stores = {0: master, **clients}
+    timeouts = {0: 0.5, 1: 60.0, 3: 60.0}
+    try:
+        start = time.monotonic()
+        results = run_ranks(4, lambda r: join(stores[r], r, 4, timeout=timeouts[r]) if r in stores else None)
+        assert time.monotonic() - start < 15  # not the others' 60 s
+        for r in stores:
+            assert isinstance(results[r], RendezvousError), results[r]
+            assert str(results[r]) == "rendezvous timed out after 0.5 s: 3/4 ranks joined, missing [2]"
+        late = TCPStore("127.0.0.1", master.port, timeout=10, token=token)
+        with pytest.raises(RendezvousError, match=r"^rendezvous timed out after 0.5 s: 3/4 ranks joined, missing \[2\]$"):
+            join(late, 2, 4, timeout=30)  # the missing rank, arriving after the verdict
+        late.close()
+    finally:
+        for c in clients.values():
+            c.close()
+
+
 def test_a_rank_that_loses_the_store_while_waiting_says_where_the_rendezvous_failed(token: bytes) -> None:
     """Rank 0 serves the store and leaves when its own wait times out: the ranks waiting on it lose the store."""
     master = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, token=token)
