@@ -17,6 +17,9 @@ from tests.faults.harness import run_scenario
 from tests.ranks import run_program
 
 EARLY_EXIT = Path(__file__).with_name("early_exit_program.py")
+LEAVE_EARLY = Path(__file__).with_name("leave_early_program.py")
+CALLS = ("all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter", "all_to_all",
+         "barrier", "send")
 
 
 def assert_clean(run, victim: int | None) -> None:
@@ -196,3 +199,18 @@ def test_a_rank_serving_the_store_that_exits_early_leaves_it_to_the_others(late)
             assert done.returncode == 0, f"rank {rank}: {done.stderr[-2000:]}"
         results = sorted(line for done in exits for line in done.stdout.splitlines() if line.startswith("RESULT"))
         assert results == ["RESULT 0 [3, 3, 3]", "RESULT 1 [3, 3, 3]", "RESULT 2 [7, 7, 7]", "RESULT 3 [7, 7, 7]"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks, calls", [(3, CALLS), (8, ("scatter", "all_to_all", "send"))])
+def test_rank_0_leaving_right_after_its_last_call_never_breaks_its_peers(nranks, calls) -> None:
+    # Rank 0 serves the store and is root of every rooted call; it leaves at once, with or without
+    # destroy_process_group(), while the others (started a random while later) still make the same calls.
+    # benchmarks/early_exit.py runs the whole matrix, repeated, on a loaded machine.
+    for call in calls:
+        for count, leaving in ((4, "exit"), (40000, "exit"), (4, "destroy")):
+            exits = run_program(LEAVE_EARLY, nranks, [call, str(count), leaving], timeout=60)
+            for rank, done in enumerate(exits):
+                assert done.returncode == 0, f"{call} {count} rank {rank}: {done.stderr[-2000:]}"
+                assert f"RESULT {rank} ok" in done.stdout, f"{call} {count} rank {rank}: {done.stdout}"
