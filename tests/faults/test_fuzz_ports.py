@@ -10,6 +10,7 @@ run collectives and the store still serves.
 from __future__ import annotations
 
 import random
+import re
 import socket
 import struct
 
@@ -166,3 +167,20 @@ def test_silent_connections_do_not_stall_the_ranks(job) -> None:
     finally:
         for sock in silent:
             sock.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_jobs_under_a_stream_of_junk_connections_exit_0_with_right_results() -> None:
+    # A stranger keeps connecting to the store and data ports during each job and its teardown
+    # (benchmarks/junk_soak.py, which runs many more jobs by hand).
+    import sys
+    from pathlib import Path
+
+    from tests.ranks import run_command
+
+    soak = Path(__file__).resolve().parents[2] / "benchmarks" / "junk_soak.py"
+    done = run_command([sys.executable, str(soak), "--jobs", "4", "--calls", "100"], timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    counts = re.search(r"(\d+) junk connections; 4 exited 0 with right results, 0 did not", done.stdout)
+    assert counts is not None and int(counts.group(1)) > 100, done.stdout
