@@ -405,6 +405,8 @@ typedef struct {
     int yielding;
     char *scratch; /* an output computed aside */
     Py_ssize_t scratch_bytes;
+    int running; /* calls in run(), which hold the mapping; release() waits for them (closing) */
+    int closing;
 } BoardObject;
 
 static inline uint32_t *bell_of(BoardObject *b, int m) { return (uint32_t *)(b->base + m * LINE); }
@@ -457,12 +459,19 @@ static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static PyObject *board_release(BoardObject *self, PyObject *unused) {
+static void unmap(BoardObject *self) {
     if (self->mapped) {
         PyBuffer_Release(&self->map);
         self->mapped = 0;
         self->base = NULL;
     }
+}
+
+/* A call waiting on another thread (the group's worker) keeps the mapping until it returns, failing at its next
+ * look instead of reading memory let go of under it. */
+static PyObject *board_release(BoardObject *self, PyObject *unused) {
+    self->closing = 1;
+    if (!self->running) unmap(self);
     Py_RETURN_NONE;
 }
 
@@ -542,6 +551,11 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
     }
     Py_END_ALLOW_THREADS;
     while (count) {
+        if (b->closing) {
+            PyErr_SetString(PyExc_RuntimeError, "the group's board was closed while a call waited on it");
+            result = -1;
+            goto done;
+        }
         /* Only members still missing matter: one that posted and then left is no reason to fail this call. */
         PyObject *list = member_list(missing, count);
         PyObject *outcome = list ? PyObject_CallOneArg(between, list) : NULL;
@@ -636,7 +650,20 @@ static inline const char *posted_at(BoardObject *b, PlanObject *p, int member, i
 
 /* run(plan, seq, input, output, spin, deadline, between) -> None, or the first member whose post carries another
  * fingerprint. One board call of a problem whose posts all fit in slots (board/run.py's run, the same steps). */
+static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssize_t nargs);
+
 static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
+    if (!b->mapped || b->closing) {
+        PyErr_SetString(PyExc_RuntimeError, "the group's board is closed");
+        return NULL;
+    }
+    b->running++;
+    PyObject *result = board_run_mapped(b, args, nargs);
+    if (--b->running == 0 && b->closing) unmap(b);
+    return result;
+}
+
+static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7 || !PyObject_TypeCheck(args[0], &PlanType)) {
         PyErr_SetString(PyExc_TypeError, "run(plan, seq, input, output, spin, deadline, between)");
         return NULL;
@@ -646,10 +673,6 @@ static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nar
     double spin = PyFloat_AsDouble(args[4]), deadline = PyFloat_AsDouble(args[5]);
     if (PyErr_Occurred()) return NULL;
     PyObject *between = args[6];
-    if (!b->mapped) {
-        PyErr_SetString(PyExc_ValueError, "the board is closed");
-        return NULL;
-    }
     Py_buffer in = {0}, out = {0};
     int have_in = 0, have_out = 0;
     PyObject *result = NULL;
@@ -663,7 +686,8 @@ static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nar
     }
     int me = p->me;
     Py_ssize_t item = p->itemsize;
-    if (p->published * item > b->slot_bytes || (p->published && (!have_in || in.len < p->published * item))) {
+    if (p->published * item > b->slot_bytes || (p->published && (!have_in || in.len < p->published * item)) ||
+        (p->own_lo >= 0 && (!have_in || in.len < p->own_hi * item))) {
         PyErr_SetString(PyExc_ValueError, "the post does not fit the plan");
         goto finally;
     }

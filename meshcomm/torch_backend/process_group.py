@@ -111,7 +111,8 @@ class MeshcommProcessGroup(dist.ProcessGroup):
     def _run(self, what: str, opts: Any, result: list[torch.Tensor], launches: list[Launch],
              after: Callable[[], None] | None = None) -> TorchWork:
         async_op = bool(getattr(opts, "asyncOp", True))
-        timeout = _seconds(getattr(opts, "timeout", None))
+        timeout = getattr(opts, "timeout", None)
+        timeout = _seconds(timeout) if timeout is not None else None
         description = f"{what} on group {self._name!r}"
         limit = self._group.timeout if timeout is None else timeout
         if not async_op:

@@ -35,6 +35,13 @@ class TorchWork(dist._Work):
     raises it.
     """
 
+    # Defaults on the class: a synchronous call makes one of these per call, and each attribute set costs.
+    _error: BaseException | None = None
+    _source: int | None = None
+    _drive: Callable[[float], None] | None = None  # set for point-to-point work: waiting moves it
+    _poll: Callable[[], bool] | None = None  # and this tells, without blocking, whether it is done
+    _future: torch.futures.Future | None = None
+
     def __init__(self, description: str, result: list[torch.Tensor], timeout: float, done: bool = False) -> None:
         super().__init__()
         self._description = description
@@ -42,16 +49,11 @@ class TorchWork(dist._Work):
         self._timeout = timeout
         self._done = done  # a synchronous call's work is made done: no event or future until someone asks
         self._event = None if done else threading.Event()
-        self._error: BaseException | None = None
-        self._source: int | None = None
-        self._drive: Callable[[float], None] | None = None  # set for point-to-point work: waiting moves it
-        self._poll: Callable[[], bool] | None = None  # and this tells, without blocking, whether it is done
         self._drive_lock = threading.Lock()
         # C++ reads the reduced tensors from the future's value (DDP), so the
         # base future always carries the tensors; the error travels through
         # the chained callback (made by get_future), which C++ sees as a failed future.
         self._base: torch.futures.Future | None = None if done else torch.futures.Future()
-        self._future: torch.futures.Future | None = None
 
     def _check(self, future: torch.futures.Future) -> list[torch.Tensor]:
         if self._error is not None:

@@ -124,3 +124,92 @@ def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
     # every call of the run fits in slots and is served by the compiled path
     assert all(compiled == on_board > 50 for compiled, on_board, _ in compiled_results)
     assert [digest for _, _, digest in compiled_results] == [digest for _, _, digest in python_results]
+
+
+def _plan_for_two(me: int):
+    """The compiled plan of member `me` for a 2-member all_reduce of 2 int64s on the board."""
+    from meshcomm.algorithms.problem import problem_of
+    from meshcomm.board import run as board_run
+
+    problem = problem_of("all_reduce", 2, (2,))
+    return board_run.plan(problem, me, 8, "direct", "int64", "sum", bytes(range(16))).native
+
+
+@pytest.fixture
+def two_boards():
+    import os
+
+    from meshcomm.board.segment import Board
+    from meshcomm.transport.shm import DIRECTORY
+
+    path = os.path.join(DIRECTORY, f"meshcomm-test-native-board-{os.getpid()}")
+    members = [Board(path, 2, 256, create=member == 0, slots=3) for member in range(2)]
+    members[0].unlink()
+    yield members
+    for board in members:
+        board.close()
+
+
+@needs_compiled
+def test_a_compiled_call_computes_what_two_members_posted(two_boards) -> None:
+    import threading
+
+    plans = [_plan_for_two(0), _plan_for_two(1)]
+    values = [np.array([1, 2], dtype=np.int64), np.array([10, 20], dtype=np.int64)]
+    errors = []
+
+    def member(m: int) -> None:
+        try:
+            for seq in range(5):  # more calls than slots: slots are reused
+                two_boards[m].native.run(plans[m], seq, values[m], values[m], 1e-3, float("inf"), lambda missing: None)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=member, args=(m,)) for m in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors and not any(thread.is_alive() for thread in threads)
+    # each call doubles the sum of the two: [11, 22] after the first, times 2 after each of the 4 others
+    assert values[0].tolist() == values[1].tolist() == [11 * 16, 22 * 16]
+
+
+@needs_compiled
+def test_a_compiled_wait_asks_between_looks_and_times_out_naming_the_missing(two_boards) -> None:
+    import time
+
+    asked = []
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"members \[1\] of the board had not posted"):
+        two_boards[0].native.run(_plan_for_two(0), 0, np.ones(2, np.int64), np.ones(2, np.int64), 0.0,
+                                 time.monotonic() + 0.3, asked.append)
+    assert asked and all(missing == [1] for missing in asked)
+    assert time.monotonic() - started < 10  # bounded by its deadline, not hung
+
+
+@needs_compiled
+def test_a_board_closed_under_a_waiting_call_fails_the_call_instead_of_reading_freed_memory(two_boards) -> None:
+    import threading
+    import time
+
+    outcome = []
+
+    def wait_for_a_member_that_never_posts() -> None:
+        try:
+            two_boards[0].native.run(_plan_for_two(0), 0, np.ones(2, np.int64), np.ones(2, np.int64), 0.0,
+                                     time.monotonic() + 60, lambda missing: None)
+            outcome.append("returned")
+        except RuntimeError as exc:
+            outcome.append(str(exc))
+
+    waiter = threading.Thread(target=wait_for_a_member_that_never_posts)
+    waiter.start()
+    time.sleep(0.2)
+    two_boards[0].close()  # as destroy_process_group does, from another thread
+    waiter.join(30)
+    assert not waiter.is_alive()
+    assert outcome == ["the group's board was closed while a call waited on it"]
+    with pytest.raises(RuntimeError, match="the group's board is closed"):
+        two_boards[0].native.run(_plan_for_two(0), 1, np.ones(2, np.int64), np.ones(2, np.int64), 0.0,
+                                 time.monotonic() + 1, lambda missing: None)
