@@ -167,6 +167,7 @@ _NATIVE_OPS = {"sum": 0, "avg": 0, "premul_sum": 0, "product": 1, "min": 2, "max
 _NATIVE_TYPES = {"int8": 0, "int16": 1, "int32": 2, "int64": 3, "uint8": 4, "uint16": 5, "uint32": 6, "uint64": 7,
                  "float32": 8, "float64": 9, "float16": 10, "bfloat16": 11, "bool": 12}
 _REDUCING = frozenset({"all_reduce", "reduce", "reduce_scatter"})
+RECOMPUTE = -2  # the compiled run()'s answer when numpy computes the result (native/_core.c)
 
 
 def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
@@ -215,8 +216,8 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     `spare_core`: the host has a core per rank, so a poster by reference may spin while its readers copy
     instead of sleeping: the spin takes no core from anyone and saves a futex wake-up at the end of the call.
     `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
-    if plan.native is not None:
-        run_compiled(board, plan, seq, fingerprint, buffers, timeout, spin, between, group_name, peers)
+    if compiled_takes(plan, buffers):
+        run_compiled(board, plan, seq, fingerprint, buffers, combine, timeout, spin, between, group_name, peers)
         return
     me, count, read = plan.me, plan.count, plan.read
     deadline = time.monotonic() + timeout
@@ -288,17 +289,43 @@ def _mismatch_as_messages(exc: CollectiveMismatchError, group_name: str, seq: in
     return _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages")
 
 
-def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, timeout: float, spin: float,
-                 between, group_name: str, peers) -> None:
+def compiled_takes(plan: Plan, buffers: dict) -> bool:
+    """Whether the compiled path runs this call: it has a plan for it, and it reduces only numbers in this
+    machine's byte order (a big-endian array has the same dtype name)."""
+    return plan.native is not None and (plan.problem.collective not in _REDUCING or buffers["input"].dtype.isnative)
+
+
+def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
+                 timeout: float, spin: float, between, group_name: str, peers) -> None:
     """run() for a call whose posts all fit in slots, by the compiled path (plan.native): the same steps, the same
-    errors."""
+    errors, the same bytes."""
+    deadline = time.monotonic() + timeout
     try:
-        member = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin,
-                                  time.monotonic() + timeout, between)
+        member = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin, deadline,
+                                  between)
     except Exception as exc:
         raise compiled_failure(exc, fingerprint, seq, group_name, timeout, peers) from None
     if member is not None:
-        raise compiled_mismatch(board, member, fingerprint, seq, group_name)
+        after_compiled(board, plan, seq, fingerprint, buffers, combine, group_name, member, deadline, between)
+
+
+def after_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
+                   group_name: str, member: int, deadline: float, between) -> None:
+    """What the compiled call's answer asks for: numpy computes the result (RECOMPUTE: the C code cannot be sure of
+    numpy's bits, a NaN pair or signed zeros met), or `member` called another collective."""
+    if member != RECOMPUTE:
+        raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+    output = buffers["output"]
+    own = plan.own_blocks[plan.me] if plan.own_blocks is not None else None
+    mine = buffers["input"] if own is not None else None
+    in_place = (own is not None and plan.problem.collective not in _OWN_BLOCK_FIRST
+                and np.may_share_memory(output, mine))
+    target = reusable(output.dtype, output.size, "board output") if in_place else output
+    posts = _Posts(board, seq, output.dtype, plan.me, mine, plan.own_blocks,
+                   lambda member, exc: _poster_lost(member, exc, deadline, between))
+    plan.compute(posts, target, combine)
+    if in_place:
+        np.copyto(output, target)
 
 
 def compiled_failure(exc: Exception, fingerprint: bytes, seq: int, group_name: str, timeout: float,
@@ -309,10 +336,6 @@ def compiled_failure(exc: Exception, fingerprint: bytes, seq: int, group_name: s
     if isinstance(exc, CollectiveMismatchError):
         return _mismatch_as_messages(exc, group_name, seq, fingerprint, peers)
     return exc
-
-
-def compiled_mismatch(board, member: int, fingerprint: bytes, seq: int, group_name: str) -> CollectiveMismatchError:
-    return _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
 
 
 def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:

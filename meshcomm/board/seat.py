@@ -73,8 +73,8 @@ class Seat:
                            {"group": self._group_name, "group_id": group_id, "seq": seq,
                             "algorithm": plan.algorithm, "call": fp.describe(plan.fingerprint), "board": True})
 
-    def run_compiled(self, plan, seq: int, buffers: dict, timeout: float) -> None:
-        """run() for a call the compiled path takes (its plan's board.native), untraced."""
+    def run_compiled(self, plan, seq: int, buffers: dict, combine, timeout: float) -> None:
+        """run() for a call the compiled path takes (board_run.compiled_takes), untraced."""
         transport = self._transport
         transport.raise_if_aborted()
         ranks, group_id = self._ranks, self._group_id
@@ -85,13 +85,15 @@ class Seat:
         board = self._board
         if board is None:
             board = self._join(timeout, check_peers)
+        deadline = time.monotonic() + timeout
         try:
             member = board.native.run(plan.board.native, seq, buffers.get("input"), buffers.get("output"),
-                                      transport.spin_seconds, time.monotonic() + timeout, check_peers)
+                                      transport.spin_seconds, deadline, check_peers)
         except Exception as exc:
             raise board_run.compiled_failure(exc, plan.fingerprint, seq, self._group_name, timeout, ranks) from None
         if member is not None:
-            raise board_run.compiled_mismatch(board, member, plan.fingerprint, seq, self._group_name)
+            board_run.after_compiled(board, plan.board, seq, plan.fingerprint, buffers, combine, self._group_name,
+                                     member, deadline, check_peers)
 
     def _join(self, timeout: float, check_peers) -> Board:
         """Make or map the group's board, at its first call on it."""

@@ -104,7 +104,7 @@ class Group:
         if plan is None:
             plan = self._plan(key, call.itemsize)
         limit = self.timeout if call.timeout is None else seconds(call.timeout)
-        if plan.compiled and not async_op and not self._pending:
+        if plan.compiled and not async_op and not self._pending and board_run.compiled_takes(plan.board, call.buffers):
             return self._run_compiled(plan, call, limit)
         run = self._run_as_messages if plan.board is None else self.seat.run
         recorder = self.runtime.recorder
@@ -131,7 +131,7 @@ class Group:
         recorder = self.runtime.recorder
         entry = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
         try:
-            self.seat.run_compiled(plan, seq, call.buffers, limit)
+            self.seat.run_compiled(plan, seq, call.buffers, call.combine, limit)
         except Exception as exc:
             recorder.finish(entry, exc)
             raise self.runtime.explain_failure(self, seq, entry, exc) from None

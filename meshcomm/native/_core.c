@@ -46,6 +46,16 @@ static int futex_sleep(uint32_t *word, uint32_t expected, double timeout) {
 
 static void futex_wake_all(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
 
+/* OSError(code, message), as the Python path raises it: its errno is set. */
+static PyObject *os_error(int code, PyObject *message) {
+    PyObject *arguments = message ? Py_BuildValue("(iN)", code, message) : NULL;
+    if (arguments) {
+        PyErr_SetObject(PyExc_OSError, arguments);
+        Py_DECREF(arguments);
+    }
+    return NULL;
+}
+
 static PyObject *py_futex_wait(PyObject *self, PyObject *args) {
     unsigned long long address;
     unsigned int expected;
@@ -53,10 +63,7 @@ static PyObject *py_futex_wait(PyObject *self, PyObject *args) {
     int code;
     if (!PyArg_ParseTuple(args, "KId", &address, &expected, &timeout)) return NULL;
     Py_BEGIN_ALLOW_THREADS code = futex_sleep((uint32_t *)(uintptr_t)address, expected, timeout);
-    Py_END_ALLOW_THREADS if (code) {
-        errno = code;
-        return PyErr_Format(PyExc_OSError, "futex wait failed: %s", strerror(code));
-    }
+    Py_END_ALLOW_THREADS if (code) return os_error(code, PyUnicode_FromFormat("futex wait failed: %s", strerror(code)));
     Py_RETURN_NONE;
 }
 
@@ -93,19 +100,10 @@ static PyObject *vm_move(PyObject *args, int writing) {
     }
     Py_END_ALLOW_THREADS PyBuffer_Release(&local);
     const char *what = writing ? "process_vm_writev to" : "process_vm_readv from";
-    if (code == -1) {
-        errno = EFAULT;
-        return PyErr_Format(PyExc_OSError, "%s process %d moved nothing at %#llx", what, pid, address + done);
-    }
-    if (code) {
-        PyObject *message = PyUnicode_FromFormat("%s process %d: %s", what, pid, strerror(code));
-        PyObject *arguments = message ? Py_BuildValue("(iN)", code, message) : NULL;
-        if (arguments) {
-            PyErr_SetObject(PyExc_OSError, arguments);
-            Py_DECREF(arguments);
-        }
-        return NULL;
-    }
+    if (code == -1)
+        return os_error(EFAULT, PyUnicode_FromFormat("%s process %d moved nothing at %#llx", what, pid,
+                                                     address + done));
+    if (code) return os_error(code, PyUnicode_FromFormat("%s process %d: %s", what, pid, strerror(code)));
     Py_RETURN_NONE;
 }
 
@@ -190,96 +188,95 @@ static uint16_t float_to_bf16(float f) {
     return (uint16_t)(bits >> 16);
 }
 
-/* numpy's minimum and maximum: a NaN on either side wins, the left one first. Its vector loops (float32, float64)
- * take the right one of two equal values (-0.0 and 0.0), its float16 loop the left one. */
-#define VMIN(a, b) (isnan(a) ? (a) : ((a) < (b) ? (a) : (b)))
-#define VMAX(a, b) (isnan(a) ? (a) : ((a) > (b) ? (a) : (b)))
-#define FMIN(a, b) (((a) <= (b) || isnan(a)) ? (a) : (b))
-#define FMAX(a, b) (((a) >= (b) || isnan(a)) ? (a) : (b))
-/* Of two NaNs, numpy's float32 and float64 sums and products keep the left one, its float16 loops the right one;
- * the hardware's choice depends on how the compiler orders the operands, so it is made here. */
-#define LEFT_NAN(a, b, OP) ((isnan(a) && isnan(b)) ? (a) OP (a) : (a) OP (b))
-#define RIGHT_NAN(a, b, OP) ((isnan(a) && isnan(b)) ? (b) OP (b) : (a) OP (b))
+/* numpy's minimum and maximum: a NaN on either side wins, the left one first. Of two equal values of different
+ * signs (-0.0 and 0.0), and of two NaNs in a sum or a product, which one numpy returns depends on whether the
+ * element falls in its vector loop or its scalar one, so on the array's length and the element's place: a chunk
+ * holding such a pair is "unsure", and the call is computed again by numpy (Python) instead. */
+#define MIN_OF(a, b) (((a) <= (b) || isnan(a)) ? (a) : (b))
+#define MAX_OF(a, b) (((a) >= (b) || isnan(a)) ? (a) : (b))
+#define NAN_PAIR(a, b) (isnan(a) & isnan(b))
+#define SIGNED_ZEROS(a, b) (((a) == (b)) & (signbit(a) != signbit(b)))
+#define CHUNK 512 /* elements checked, then combined, at a time: both stay in the core's cache */
 
-#define INT_LOOP(T, U)                                                                  \
+/* Integers wrap around: products are taken in an unsigned type wide enough not to promote to int. */
+#define INT_LOOP(T, W)                                                                  \
     {                                                                                   \
         T *d = (T *)dst;                                                                \
         const T *s = (const T *)src;                                                    \
         switch (op) {                                                                   \
-        case OP_SUM: for (i = 0; i < n; i++) d[i] = (T)((U)d[i] + (U)s[i]); break;      \
-        case OP_PROD: for (i = 0; i < n; i++) d[i] = (T)((U)d[i] * (U)s[i]); break;     \
+        case OP_SUM: for (i = 0; i < n; i++) d[i] = (T)((W)d[i] + (W)s[i]); break;      \
+        case OP_PROD: for (i = 0; i < n; i++) d[i] = (T)((W)d[i] * (W)s[i]); break;     \
         case OP_MIN: for (i = 0; i < n; i++) d[i] = d[i] <= s[i] ? d[i] : s[i]; break;  \
         case OP_MAX: for (i = 0; i < n; i++) d[i] = d[i] >= s[i] ? d[i] : s[i]; break;  \
         case OP_BAND: for (i = 0; i < n; i++) d[i] = d[i] & s[i]; break;                \
         case OP_BOR: for (i = 0; i < n; i++) d[i] = d[i] | s[i]; break;                 \
         case OP_BXOR: for (i = 0; i < n; i++) d[i] = d[i] ^ s[i]; break;                \
         }                                                                               \
-        return;                                                                         \
+        return 0;                                                                       \
     }
 
-/* Sums and products go a cache-sized chunk at a time: a chunk with no NaN on both sides (the usual case) is
- * combined by a loop the compiler vectorises, one with such a pair element by element (LEFT_NAN). */
-#define CHUNK 512
 #define FLOAT_LOOP(T)                                                                   \
     {                                                                                   \
         T *d = (T *)dst;                                                                \
         const T *s = (const T *)src;                                                    \
-        switch (op) {                                                                   \
-        case OP_SUM:                                                                    \
-        case OP_PROD:                                                                   \
-            for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                              \
-                Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                        \
-                int pair = 0;                                                           \
-                for (i = lo; i < hi; i++) pair |= (d[i] != d[i]) & (s[i] != s[i]);      \
-                if (pair && op == OP_SUM)                                               \
-                    for (i = lo; i < hi; i++) d[i] = LEFT_NAN(d[i], s[i], +);           \
-                else if (pair)                                                          \
-                    for (i = lo; i < hi; i++) d[i] = LEFT_NAN(d[i], s[i], *);           \
-                else if (op == OP_SUM)                                                  \
-                    for (i = lo; i < hi; i++) d[i] = d[i] + s[i];                       \
-                else                                                                    \
-                    for (i = lo; i < hi; i++) d[i] = d[i] * s[i];                       \
+        for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                                  \
+            Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                            \
+            int unsure = 0;                                                             \
+            if (op == OP_SUM || op == OP_PROD)                                          \
+                for (i = lo; i < hi; i++) unsure |= NAN_PAIR(d[i], s[i]);               \
+            else                                                                        \
+                for (i = lo; i < hi; i++) unsure |= SIGNED_ZEROS(d[i], s[i]);           \
+            if (unsure) return 1;                                                       \
+            switch (op) {                                                               \
+            case OP_SUM: for (i = lo; i < hi; i++) d[i] = d[i] + s[i]; break;           \
+            case OP_PROD: for (i = lo; i < hi; i++) d[i] = d[i] * s[i]; break;          \
+            case OP_MIN: for (i = lo; i < hi; i++) d[i] = MIN_OF(d[i], s[i]); break;    \
+            case OP_MAX: for (i = lo; i < hi; i++) d[i] = MAX_OF(d[i], s[i]); break;    \
             }                                                                           \
-            break;                                                                      \
-        case OP_MIN: for (i = 0; i < n; i++) d[i] = VMIN(d[i], s[i]); break;            \
-        case OP_MAX: for (i = 0; i < n; i++) d[i] = VMAX(d[i], s[i]); break;            \
         }                                                                               \
-        return;                                                                         \
+        return 0;                                                                       \
     }
 
-/* 16-bit floats: widened to float32, combined, rounded back, one element at a time as the Python path does */
-#define NARROW_LOOP(WIDEN, NARROW, MIN, MAX, NANS)                                      \
+/* 16-bit floats: widened to float32, combined, rounded back after each step, as the Python path does. bfloat16's
+ * NaNs all become one (narrow_floats), so only its signed zeros are unsure. */
+#define NARROW_LOOP(WIDEN, NARROW, NANS_UNSURE)                                         \
     {                                                                                   \
         uint16_t *d = (uint16_t *)dst;                                                  \
         const uint16_t *s = (const uint16_t *)src;                                      \
         for (i = 0; i < n; i++) {                                                       \
+            float a = WIDEN(d[i]), b = WIDEN(s[i]);                                     \
+            if (op == OP_SUM || op == OP_PROD ? NANS_UNSURE && NAN_PAIR(a, b) : SIGNED_ZEROS(a, b)) \
+                return 1;                                                               \
+        }                                                                               \
+        for (i = 0; i < n; i++) {                                                       \
             float a = WIDEN(d[i]), b = WIDEN(s[i]), r = 0;                              \
             switch (op) {                                                               \
-            case OP_SUM: r = NANS(a, b, +); break;                                      \
-            case OP_PROD: r = NANS(a, b, *); break;                                     \
-            case OP_MIN: r = MIN(a, b); break;                                          \
-            case OP_MAX: r = MAX(a, b); break;                                          \
+            case OP_SUM: r = a + b; break;                                              \
+            case OP_PROD: r = a * b; break;                                             \
+            case OP_MIN: r = MIN_OF(a, b); break;                                       \
+            case OP_MAX: r = MAX_OF(a, b); break;                                       \
             }                                                                           \
             d[i] = NARROW(r);                                                           \
         }                                                                               \
-        return;                                                                         \
+        return 0;                                                                       \
     }
 
-static void combine(int type, int op, void *dst, const void *src, Py_ssize_t n) {
+/* dst = dst op src, element by element; 1 (nothing promised of dst) when numpy's result is not certain here. */
+static int combine(int type, int op, void *dst, const void *src, Py_ssize_t n) {
     Py_ssize_t i;
     switch (type) {
-    case T_I8: INT_LOOP(int8_t, uint8_t)
-    case T_I16: INT_LOOP(int16_t, uint16_t)
+    case T_I8: INT_LOOP(int8_t, uint32_t)
+    case T_I16: INT_LOOP(int16_t, uint32_t)
     case T_I32: INT_LOOP(int32_t, uint32_t)
     case T_I64: INT_LOOP(int64_t, uint64_t)
-    case T_U8: INT_LOOP(uint8_t, uint8_t)
-    case T_U16: INT_LOOP(uint16_t, uint16_t)
+    case T_U8: INT_LOOP(uint8_t, uint32_t)
+    case T_U16: INT_LOOP(uint16_t, uint32_t)
     case T_U32: INT_LOOP(uint32_t, uint32_t)
     case T_U64: INT_LOOP(uint64_t, uint64_t)
     case T_F32: FLOAT_LOOP(float)
     case T_F64: FLOAT_LOOP(double)
-    case T_F16: NARROW_LOOP(half_to_float, float_to_half, FMIN, FMAX, RIGHT_NAN)
-    case T_BF16: NARROW_LOOP(bf16_to_float, float_to_bf16, VMIN, VMAX, LEFT_NAN) /* float32 arrays in Python */
+    case T_F16: NARROW_LOOP(half_to_float, float_to_half, 1)
+    case T_BF16: NARROW_LOOP(bf16_to_float, float_to_bf16, 0)
     case T_BOOL: {
         uint8_t *d = (uint8_t *)dst;
         const uint8_t *s = (const uint8_t *)src;
@@ -289,9 +286,10 @@ static void combine(int type, int op, void *dst, const void *src, Py_ssize_t n) 
         case OP_PROD: case OP_MIN: case OP_BAND: for (i = 0; i < n; i++) d[i] = d[i] && s[i]; break;
         case OP_BXOR: for (i = 0; i < n; i++) d[i] = (!d[i]) != (!s[i]); break;
         }
-        return;
+        return 0;
     }
     }
+    return 1;
 }
 
 /* ---------------------------------------------------------------- a call's plan */
@@ -348,6 +346,10 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *own_blocks, *pieces;
     Py_buffer fingerprint;
     Py_ssize_t length;
+    if (self->read != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "iipnnnnnOOOpiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
                           &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &own_blocks,
                           &pieces, &self->computes, &self->type, &self->op, &self->itemsize, &fingerprint))
@@ -359,10 +361,27 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     }
     memcpy(self->fingerprint, fingerprint.buf, 16);
     PyBuffer_Release(&fingerprint);
+    if (self->nmembers < 2 || self->me < 0 || self->me >= self->nmembers || self->itemsize < 1 || self->lo < 0 ||
+        self->hi < self->lo || self->published < 0 || (self->own_lo >= 0 && self->own_hi < self->own_lo)) {
+        PyErr_SetString(PyExc_ValueError, "the plan's bounds are not those of a board call");
+        return -1;
+    }
     Py_ssize_t *members = ssize_array(read, &length, "read");
     if (!members) return -1;
     self->read = PyMem_Calloc(length ? length : 1, sizeof(int));
-    for (Py_ssize_t i = 0; i < length; i++) self->read[i] = (int)members[i];
+    if (!self->read) {
+        PyMem_Free(members);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        if (members[i] < 0 || members[i] >= self->nmembers || members[i] == self->me) {
+            PyMem_Free(members);
+            PyErr_SetString(PyExc_ValueError, "a plan reads the members other than itself");
+            return -1;
+        }
+        self->read[i] = (int)members[i];
+    }
     self->nread = (int)length;
     PyMem_Free(members);
     self->own_blocks = ssize_array(own_blocks, &length, "own_blocks");
@@ -377,6 +396,13 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     self->pieces = ssize_array(pieces, &length, "pieces");
     if (!self->pieces) return -1;
     self->npieces = (int)(length / 4);
+    for (int i = 0; i < self->npieces; i++) {
+        Py_ssize_t *piece = self->pieces + 4 * i;
+        if (length % 4 || piece[0] < 0 || piece[0] >= self->nmembers || piece[1] < 0 || piece[2] < 0 || piece[3] < 0) {
+            PyErr_SetString(PyExc_ValueError, "a piece is (member, start, count, at), each in range");
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -437,9 +463,14 @@ static void board_dealloc(BoardObject *self) {
 /* Board(mapping, nmembers, slot_bytes, slots): holds a view of the board file's mapping until release(). */
 static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
     PyObject *mapping;
+    if (self->mapped || self->recent != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Board is made once");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "Oini", &mapping, &self->nmembers, &self->slot_bytes, &self->slots)) return -1;
-    if (self->slots < 2) {
-        PyErr_Format(PyExc_ValueError, "a board needs at least 2 slots per member, got %d", self->slots);
+    if (self->slots < 2 || self->nmembers < 2 || self->slot_bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "a board needs 2 members and 2 slots per member at least, got %d and %d",
+                     self->nmembers, self->slots);
         return -1;
     }
     if (PyObject_GetBuffer(mapping, &self->map, PyBUF_WRITABLE) < 0) return -1;
@@ -544,10 +575,16 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
     int yielding = b->yielding && b->yield_seconds > 0;
     double window = yielding ? b->yield_seconds : spin;
     Py_BEGIN_ALLOW_THREADS double end = monotonic() + window;
+    if (end > deadline) end = deadline;
     for (int polls = 0; count; polls++) {
-        if (yielding) sched_yield();
         count = drop_ready(b, missing, count, what, seq);
-        if (polls % SPIN_CHECK == SPIN_CHECK - 1 && monotonic() >= end) break;
+        if (!count) break;
+        if (yielding) {
+            sched_yield(); /* may hand over a whole time slice: the clock is read after every one */
+            if (monotonic() >= end) break;
+        } else if (polls % SPIN_CHECK == SPIN_CHECK - 1 && monotonic() >= end) {
+            break;
+        }
     }
     Py_END_ALLOW_THREADS;
     while (count) {
@@ -564,7 +601,7 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
             /* A post is visible before its member is seen gone: a second look tells one that left after
              * posting from one that never posted. */
             count = drop_ready(b, missing, count, what, seq);
-            if (count) {
+            if (count || !PyErr_ExceptionMatches(PyExc_Exception)) { /* an interrupt is never swallowed */
                 result = -1;
                 goto done;
             }
@@ -637,19 +674,25 @@ static char *scratch(BoardObject *b, Py_ssize_t bytes) {
     return b->scratch;
 }
 
-/* Where a member's published element `start` is: its slot leaves out its own block. */
-static inline const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot, Py_ssize_t start,
-                                    const char *input) {
+/* Where a member's published elements [start, start + count) are (its slot leaves out its own block, which it
+ * reads from its input), or NULL when they are not all there. */
+static const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot, Py_ssize_t start, Py_ssize_t count,
+                             const char *input, Py_ssize_t input_bytes, const Py_ssize_t *posted_bytes) {
+    Py_ssize_t item = p->itemsize;
     if (p->own_blocks) {
         Py_ssize_t lo = p->own_blocks[2 * member], hi = p->own_blocks[2 * member + 1];
-        if (member == p->me) return input + start * p->itemsize;
+        if (member == p->me) return (start + count) * item <= input_bytes ? input + start * item : NULL;
         if (start >= hi) start -= hi - lo;
     }
-    return slot_of(b, member, slot) + HEADER + start * p->itemsize;
+    if ((start + count) * item > posted_bytes[member]) return NULL;
+    return slot_of(b, member, slot) + HEADER + start * item;
 }
 
-/* run(plan, seq, input, output, spin, deadline, between) -> None, or the first member whose post carries another
- * fingerprint. One board call of a problem whose posts all fit in slots (board/run.py's run, the same steps). */
+#define RECOMPUTE (-2) /* run()'s answer when numpy's bits are not certain (combine): the caller computes in numpy */
+
+/* run(plan, seq, input, output, spin, deadline, between) -> None; the first member whose post carries another
+ * fingerprint; or RECOMPUTE. One board call of a problem whose posts all fit in slots (board/run.py's run, the
+ * same steps). */
 static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
@@ -672,10 +715,16 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
     double spin = PyFloat_AsDouble(args[4]), deadline = PyFloat_AsDouble(args[5]);
     if (PyErr_Occurred()) return NULL;
+    if (p->nmembers != b->nmembers) {
+        PyErr_Format(PyExc_ValueError, "a plan for %d members on a board of %d", p->nmembers, b->nmembers);
+        return NULL;
+    }
     PyObject *between = args[6];
     Py_buffer in = {0}, out = {0};
     int have_in = 0, have_out = 0;
     PyObject *result = NULL;
+    Py_ssize_t stack_bytes[64], *posted_bytes = NULL;
+    int stack_slots[64], *where = NULL;
     if (args[2] != Py_None) {
         if (PyObject_GetBuffer(args[2], &in, PyBUF_SIMPLE) < 0) return NULL;
         have_in = 1;
@@ -686,9 +735,18 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     }
     int me = p->me;
     Py_ssize_t item = p->itemsize;
-    if (p->published * item > b->slot_bytes || (p->published && (!have_in || in.len < p->published * item)) ||
-        (p->own_lo >= 0 && (!have_in || in.len < p->own_hi * item))) {
-        PyErr_SetString(PyExc_ValueError, "the post does not fit the plan");
+    Py_ssize_t own = p->own_lo >= 0 ? (p->own_hi - p->own_lo) * item : 0;
+    /* a post of its whole input less its own block, or of its first `published` elements; never past its slot */
+    if (p->published * item > b->slot_bytes || (p->published && !have_in) ||
+        (p->own_lo >= 0 ? !have_in || in.len != p->published * item + own || p->own_hi * item > in.len
+                        : have_in && in.len < p->published * item)) {
+        PyErr_SetString(PyExc_ValueError, "the call's input does not fit the plan");
+        goto finally;
+    }
+    posted_bytes = p->nmembers <= 64 ? stack_bytes : PyMem_Malloc(sizeof(Py_ssize_t) * p->nmembers);
+    where = p->nmembers <= 64 ? stack_slots : PyMem_Malloc(sizeof(int) * p->nmembers);
+    if (!posted_bytes || !where) {
+        PyErr_NoMemory();
         goto finally;
     }
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
@@ -703,10 +761,9 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     Py_ssize_t nbytes = p->published * item;
     const char *input = have_in ? in.buf : NULL;
     if (p->own_lo >= 0) { /* its input less its own block */
-        Py_ssize_t start = p->own_lo * item, stop = p->own_hi * item, total = in.len;
+        Py_ssize_t start = p->own_lo * item, stop = p->own_hi * item;
         if (start) memcpy(mine + HEADER, input, start);
-        if (stop < total) memcpy(mine + HEADER + start, input + stop, total - stop);
-        nbytes = total - (stop - start);
+        if (stop < in.len) memcpy(mine + HEADER + start, input + stop, in.len - stop);
     } else if (nbytes) {
         memcpy(mine + HEADER, input, nbytes);
     }
@@ -717,60 +774,69 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     wake_others(b, me);
 
     if (wait_for(b, me, p->read, p->nread, READY_POSTED, seq, spin, deadline, between, "posted") < 0) goto finally;
-    int slots[64], *where = p->nmembers <= 64 ? slots : PyMem_Malloc(sizeof(int) * p->nmembers);
-    if (!where) {
-        PyErr_NoMemory();
-        goto finally;
-    }
     for (int i = 0; i < p->nread; i++) {
         int member = p->read[i], s = find_slot(b, member, seq);
+        if (s < 0) {
+            PyErr_Format(PyExc_RuntimeError, "member %d's post of call %llu is gone from the board", member, seq);
+            goto finally;
+        }
         uint64_t *theirs = (uint64_t *)slot_of(b, member, s);
         if (memcmp(slot_of(b, member, s) + 16, p->fingerprint, 16) != 0 || theirs[7] != 0 || theirs[4] != 0) {
             result = PyLong_FromLong(member);
-            if (where != slots) PyMem_Free(where);
             goto finally;
         }
         where[member] = s;
+        posted_bytes[member] = theirs[1] <= (uint64_t)b->slot_bytes ? (Py_ssize_t)theirs[1] : 0;
     }
     where[me] = slot;
+    posted_bytes[me] = nbytes;
+    const Py_ssize_t input_bytes = have_in ? in.len : 0;
     if (p->computes && have_out) {
         char *target = out.buf;
         if (p->reducing) {
             Py_ssize_t count = p->hi - p->lo, bytes = count * item;
+            if (bytes > out.len) {
+                PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
+                goto finally;
+            }
             /* its own block is read from its input: an output over it is computed aside */
             int aside = p->own_blocks && have_in && (char *)out.buf < input + in.len &&
                         input < (char *)out.buf + out.len;
-            if (aside && !(target = scratch(b, bytes))) {
-                if (where != slots) PyMem_Free(where);
-                goto finally;
+            if (aside && !(target = scratch(b, bytes))) goto finally;
+            for (int m = 0; m < p->nmembers; m++) {
+                const char *part = posted_at(b, p, m, where[m], p->lo, count, input, input_bytes, posted_bytes);
+                if (!part) {
+                    PyErr_Format(PyExc_ValueError, "member %d posted fewer bytes than the plan reads", m);
+                    goto finally;
+                }
+                if (m == 0) {
+                    memmove(target, part, bytes);
+                } else if (combine(p->type, p->op, target, part, count)) {
+                    result = PyLong_FromLong(RECOMPUTE);
+                    goto finally;
+                }
             }
-            if (bytes > out.len) {
-                PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
-                if (where != slots) PyMem_Free(where);
-                goto finally;
-            }
-            memmove(target, posted_at(b, p, 0, where[0], p->lo, input), bytes);
-            for (int m = 1; m < p->nmembers; m++)
-                combine(p->type, p->op, target, posted_at(b, p, m, where[m], p->lo, input), count);
             if (aside) memcpy(out.buf, target, bytes);
         } else {
             for (int i = 0; i < p->npieces; i++) {
                 Py_ssize_t *piece = p->pieces + 4 * i;
                 int member = (int)piece[0];
                 Py_ssize_t start = piece[1], count = piece[2], at = piece[3];
-                if ((at + count) * item > out.len) {
-                    PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
-                    if (where != slots) PyMem_Free(where);
+                const char *part = posted_at(b, p, member, where[member], start, count, input, input_bytes,
+                                             posted_bytes);
+                if ((at + count) * item > out.len || !part) {
+                    PyErr_Format(PyExc_ValueError, "member %d's piece does not fit the plan", member);
                     goto finally;
                 }
-                memmove(target + at * item, posted_at(b, p, member, where[member], start, input), count * item);
+                memmove(target + at * item, part, count * item);
             }
         }
     }
-    if (where != slots) PyMem_Free(where);
     result = Py_None;
     Py_INCREF(result);
 finally:
+    if (where != NULL && where != stack_slots) PyMem_Free(where);
+    if (posted_bytes != NULL && posted_bytes != stack_bytes) PyMem_Free(posted_bytes);
     if (have_in) PyBuffer_Release(&in);
     if (have_out) PyBuffer_Release(&out);
     return result;

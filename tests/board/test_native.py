@@ -60,6 +60,19 @@ def _values(dtype: str, rank: int, count: int) -> np.ndarray:
     return values
 
 
+def _pairs(dtype: str, rank: int, count: int) -> np.ndarray:
+    """NaNs of another sign and payload on each rank at every third element, zeros of another sign at the next."""
+    kind = np.dtype(dtype)
+    values = (np.arange(count) % 7 - 3.0).astype(kind)
+    bits = values.view(f"u{kind.itemsize}")
+    width = 8 * kind.itemsize
+    quiet = {16: 0x7E00, 32: 0x7FC00000, 64: 0x7FF8000000000000}[width]
+    sign = 1 << (width - 1)
+    bits[0::3] = quiet + rank if rank % 2 == 0 else sign | quiet | rank  # NaN + NaN: which one numpy keeps
+    bits[1::3] = sign if rank % 2 else 0  # -0.0 beside 0.0: which one numpy's min and max keep
+    return values
+
+
 def run_everything(with_bfloat16: bool) -> tuple[int, int, str]:
     """Every collective the board runs, on every dtype and op it serves; (plans on the compiled path, plans on the
     board, a digest of every byte)."""
@@ -102,6 +115,16 @@ def run_everything(with_bfloat16: bool) -> tuple[int, int, str]:
         inplace = (np.arange(4 * n) * 7 + rank).astype(dtype)
         dist.all_to_all_single(inplace, inplace, algorithm="direct")
         digest.update(inplace.tobytes())
+    for dtype in _FLOATS:
+        for name in ("sum", "product", "min", "max"):
+            for count in (1, 9, 17, 33, 513):  # numpy's vector and scalar loops differ on these pairs
+                x = _pairs(dtype, rank, count)
+                dist.all_reduce(x, op=ops[name], algorithm="direct")
+                digest.update(x.tobytes())
+    for dtype in (">i4", ">f8", ">u2"):  # another byte order, under the same dtype names
+        x = (np.arange(5) * 3 + rank + 250).astype(dtype)
+        dist.all_reduce(x, algorithm="direct")
+        digest.update(x.tobytes())
     dist.barrier(algorithm="direct")
     plans = [plan.board for plan in g._plans.values() if plan.board is not None]
     return sum(plan.native is not None for plan in plans), len(plans), digest.hexdigest()
@@ -213,3 +236,25 @@ def test_a_board_closed_under_a_waiting_call_fails_the_call_instead_of_reading_f
     with pytest.raises(RuntimeError, match="the group's board is closed"):
         two_boards[0].native.run(_plan_for_two(0), 1, np.ones(2, np.int64), np.ones(2, np.int64), 0.0,
                                  time.monotonic() + 1, lambda missing: None)
+
+
+@needs_compiled
+@pytest.mark.parametrize("raised, propagates", [(RuntimeError, False), (KeyboardInterrupt, True)])
+def test_a_member_that_posts_as_the_liveness_check_fails_it_still_counts_but_an_interrupt_is_raised(
+        two_boards, raised, propagates) -> None:
+    # `between` says member 1 is gone, but member 1 posted meanwhile: the call stands, as on the Python path.
+    # An interrupt (Ctrl-C) is not a verdict on member 1: it is never swallowed.
+    import time
+
+    def between(missing) -> None:
+        two_boards[1].post(1, 0, bytes(range(16)), memoryview(np.ones(2, np.int64)).cast("B"), 0.0,
+                           float("inf"), lambda missing: None)
+        raise raised("member 1 looked gone")
+
+    x = np.ones(2, np.int64)
+    if propagates:
+        with pytest.raises(raised):
+            two_boards[0].native.run(_plan_for_two(0), 0, x, x, 0.0, time.monotonic() + 30, between)
+    else:
+        assert two_boards[0].native.run(_plan_for_two(0), 0, x, x, 0.0, time.monotonic() + 30, between) is None
+        assert x.tolist() == [2, 2]
