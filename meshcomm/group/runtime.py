@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Sequence
 
 from meshcomm import config
@@ -42,6 +43,9 @@ def advertised_address(master_addr: str | None) -> str:
             return probe.getsockname()[0]
     except OSError:
         return "127.0.0.1"
+
+
+_STARTED_SLICE = 0.1  # a rank waiting for the others to finish starting looks at their liveness this often
 
 
 class Runtime:
@@ -84,6 +88,31 @@ class Runtime:
         self.monitor = Monitor(self, PrefixStore("meshcomm", store))
         self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
         atexit.register(self._let_peers_finish)  # a program that exits without destroy_process_group
+        self._wait_until_every_rank_started()
+
+    def _wait_until_every_rank_started(self) -> None:
+        """The last step of start-up: no rank returns while another still reads the store for its own start-up, so
+        a rank 0 (the store's host) that ends or dies right after init_process_group cannot break its peers' start.
+        Between looks at the store, a rank lost meanwhile is named at once."""
+        store = PrefixStore("meshcomm/started", self.store)
+        store.set(str(self.rank), b"1")
+        keys = [str(r) for r in range(self.world_size)]
+        deadline = time.monotonic() + self.timeout
+        others = [r for r in range(self.world_size) if r != self.rank]
+        while True:
+            try:
+                store.wait(keys, min(_STARTED_SLICE, max(deadline - time.monotonic(), 0.001)))
+                return
+            except PeerLostError:
+                # The store's host left after this rank's own start-up reads: this rank has started. Whether the
+                # others have is theirs to find; a rank that left is named by the next call that needs it.
+                return
+            except CommTimeoutError:
+                missing = [r for r, key in zip(range(self.world_size), keys) if not store.check([key])]
+                if time.monotonic() >= deadline:
+                    raise CommTimeoutError(f"ranks {missing} had not finished starting within {self.timeout:g} s") \
+                        from None
+                self.transport.check_call([r for r in missing if r in others], -1, -1)
 
     def _agreed_tuning(self, store: Store) -> tuple[model.Parameters, int]:
         """Rank 0's cost-model parameters and core count, for every rank.

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from meshcomm import config
+from meshcomm import config, native
 from meshcomm.launcher.env import JobLayout, child_environ, resolve_token
 from meshcomm.launcher.ports import free_port
 from meshcomm.launcher.process import RankSpec, Supervisor
@@ -142,6 +142,9 @@ def run_job(
     err = stderr if stderr is not None else sys.stderr
     grace = kill_grace() if grace is None else grace
     external_store = ((env_extra or {}).get("MESHCOMM_STORE") or config.get("MESHCOMM_STORE")) == "external"
+    if native.core is None and config.get("MESHCOMM_NATIVE") != "0":  # said once per job, where it was not chosen
+        print(f"meshcomm run: the ranks run the pure-Python per-call path: {native.describe().split(': ', 1)[1]}",
+              file=err, flush=True)
     attempt = 0
     while True:
         extra = {**(env_extra or {}), "MESHCOMM_RESTART_COUNT": str(attempt),

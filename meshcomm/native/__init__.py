@@ -7,14 +7,20 @@ same results (docs/native.md).
 
 from __future__ import annotations
 
+import importlib
+
 from meshcomm import config
 
 try:
-    from meshcomm.native import _core as _built
+    _built = importlib.import_module("meshcomm.native._core")
     _WHY_NOT = ""
-except ImportError as exc:  # no compiler at install time, or a source tree never built
+except ModuleNotFoundError:  # no compiler at install time, or a source tree never built
     _built = None
-    _WHY_NOT = f"the extension is not built ({exc})"
+    _WHY_NOT = ("the compiled extension meshcomm.native._core is not built (`pip install .` builds it where a C "
+                "compiler is; `pip install -e .` in a source tree)")
+except ImportError as exc:  # built, but for another interpreter, or broken
+    _built = None
+    _WHY_NOT = f"the compiled extension meshcomm.native._core does not load: {exc}"
 
 core = _built if _built is not None and config.get("MESHCOMM_NATIVE") != "0" else None
 

@@ -86,6 +86,7 @@ class TCPStore(Store):
         self._sock: socket.socket | ssl.SSLSocket | None = None
         self._closed = False
         self._server: StoreServer | None = None
+        self._was_connected = False  # once it has served us, a refused connection means the store is gone
         if is_master:
             self._server = StoreServer(_master_bind_host(host), port, self._token)
             self._server.start()
@@ -112,6 +113,14 @@ class TCPStore(Store):
                 raise RendezvousError(f"could not reach the store at {where} within {self.timeout:g} s: {last}")
             try:
                 sock = socket.create_connection((self.host, self.port), timeout=min(remaining, 5.0))
+            except ConnectionRefusedError as exc:
+                if self._was_connected:
+                    # It served us and now nobody listens: it is gone (its host exited), not starting.
+                    raise PeerLostError(f"the store at {where} is gone: {exc}") from None
+                last = exc
+                time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+                delay = min(delay * 2, 1.0)
+                continue
             except OSError as exc:
                 last = exc
                 time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
@@ -143,6 +152,7 @@ class TCPStore(Store):
                 time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
                 delay = min(delay * 2, 1.0)
                 continue
+            self._was_connected = True
             return sock
 
     def _request(self, op: int, args: Sequence[bytes], wait: float | None = None) -> tuple[int, list[bytes]]:

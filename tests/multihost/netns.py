@@ -39,6 +39,11 @@ def unavailable() -> str | None:
     return None
 
 
+def rate_unavailable() -> str | None:
+    """Why a link cannot be rate-limited here (iproute2's `tc`, often in /usr/sbin), or None."""
+    return None if shutil.which("tc") else "a rate-limited link needs iproute2's `tc` on PATH"
+
+
 def _ip(*args: str) -> None:
     done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
     if done.returncode != 0:

@@ -15,7 +15,7 @@ import pytest
 
 from meshcomm.transport import shm
 from tests.multihost.job import launcher, run_job
-from tests.multihost.netns import Network, unavailable
+from tests.multihost.netns import Network, rate_unavailable, unavailable
 from tests.ranks import fresh_job_env, started
 
 REASON = unavailable()
@@ -49,6 +49,7 @@ def test_collectives_across_hosts_use_tcp_between_and_shared_memory_within(hosts
         assert record["checks"] == (19 if rank % ranks_per_host == 0 else 18)
 
 
+@pytest.mark.skipif(rate_unavailable() is not None, reason=rate_unavailable() or "")
 def test_a_rate_limited_link_still_carries_the_job() -> None:
     # 100 Mbit/s between hosts: every large message is paced by the token bucket.
     with Network(2, rate="100mbit") as net:
