@@ -10,7 +10,7 @@ import pytest
 from meshcomm import native
 from tests.ranks import Cluster
 
-needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled extension is not built (pip install .)")
+needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or MESHCOMM_NATIVE=0)")
 
 
 def _compiler() -> str | None:
