@@ -258,3 +258,22 @@ def test_a_member_that_posts_as_the_liveness_check_fails_it_still_counts_but_an_
     else:
         assert two_boards[0].native.run(_plan_for_two(0), 0, x, x, 0.0, time.monotonic() + 30, between) is None
         assert x.tolist() == [2, 2]
+
+
+@needs_compiled
+@pytest.mark.parametrize("n", [2, 3])
+def test_ranks_on_different_paths_share_one_board(n: int) -> None:
+    from pathlib import Path
+
+    from tests.ranks import run_program
+
+    program = Path(__file__).with_name("mixed_paths_program.py")
+    exits = run_program(program, n, timeout=90, per_rank=lambda rank: {"MESHCOMM_NATIVE": str(rank % 2)})
+    lines = []
+    for rank, done in enumerate(exits):
+        assert done.returncode == 0, f"rank {rank}: {done.stderr[-2000:]}"
+        lines += [line.split() for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert sorted(path for _, _, path, _ in lines) == sorted("compiled" if r % 2 else "python" for r in range(n))
+    # all_gather's inputs differ by rank, but what every rank gathers is the same; as is every all_reduce
+    digests = {digest for _, _, _, digest in lines}
+    assert len(digests) == 1, lines

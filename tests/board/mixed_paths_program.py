@@ -1,0 +1,28 @@
+"""One rank of a job whose ranks run different per-call paths (MESHCOMM_NATIVE differs): results must not.
+
+Prints `RESULT rank <digest>` of every result; every rank of the job computes the same digest.
+"""
+
+import hashlib
+
+import numpy as np
+
+import meshcomm as dist
+from meshcomm import native
+
+dist.init_process_group()
+rank, size = dist.get_rank(), dist.get_world_size()
+digest = hashlib.sha256()
+for call in range(40):  # more calls than a member has slots: slots are reused across the two paths
+    x = np.arange(7, dtype=np.float32) * (rank + 1) + call
+    dist.all_reduce(x, algorithm="direct")
+    digest.update(x.tobytes())
+    out = np.empty(4 * size, dtype=np.int64)
+    dist.all_to_all_single(out, np.arange(4 * size, dtype=np.int64) + 100 * rank + call, algorithm="direct")
+    gathered = [np.empty(4, dtype=np.int64) for _ in range(size)]
+    dist.all_gather(gathered, out[:4], algorithm="direct")
+    digest.update(b"".join(g.tobytes() for g in gathered))
+    y = np.full(3, call, dtype=np.int64)
+    dist.broadcast(y if rank == 0 else np.zeros(3, dtype=np.int64), src=0, algorithm="direct")
+print(f"RESULT {rank} {'compiled' if native.core is not None else 'python'} {digest.hexdigest()}", flush=True)
+dist.destroy_process_group()
