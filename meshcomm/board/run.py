@@ -254,11 +254,9 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
             # two-shot rank writes only the block nobody else reads, a piece at a time after reading it.
             mine = published if by_reference or own is not None else None
             read_in_place = by_reference or (own is not None and plan.problem.collective not in _OWN_BLOCK_FIRST)
-            in_place = not writes and read_in_place and np.may_share_memory(output, mine)
-            target = reusable(output.dtype, output.size, "board output") if in_place else output
-            posts = _Posts(board, seq, output.dtype, me, mine, plan.own_blocks,
-                           lambda member, exc: _poster_lost(member, exc, deadline, between))
-            plan.compute(posts, target, combine)
+            target = _compute(board, plan, seq, output, mine, not writes and read_in_place, combine, deadline,
+                              between)
+            in_place = target is not output
             # A two-shot call says it finished (its peers wait for its writes); a direct one only when it has a
             # post too large for a slot, so posts by reference to say it finished reading.
             if writes or (plan.some_by_reference and any(board.by_reference(m, seq) for m in read)):
@@ -289,6 +287,19 @@ def _mismatch_as_messages(exc: CollectiveMismatchError, group_name: str, seq: in
     return _mismatch(group_name, seq, fingerprint, peers.index(exc.peer), exc.theirs, " as messages")
 
 
+def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray | None, read_in_place: bool,
+             combine: Combine | None, deadline: float, between) -> np.ndarray:
+    """Compute this rank's output from the members' posts of call `seq`; returns where the result is: `output`, or
+    an array aside when the output is over what this rank reads in place (`mine`, when `read_in_place`), for the
+    caller to copy over once nobody reads it any more."""
+    in_place = read_in_place and np.may_share_memory(output, mine)
+    target = reusable(output.dtype, output.size, "board output") if in_place else output
+    posts = _Posts(board, seq, output.dtype, plan.me, mine, plan.own_blocks,
+                   lambda member, exc: _poster_lost(member, exc, deadline, between))
+    plan.compute(posts, target, combine)
+    return target
+
+
 def compiled_takes(plan: Plan, buffers: dict) -> bool:
     """Whether the compiled path runs this call: it has a plan for it, and it reduces only numbers in this
     machine's byte order (a big-endian array has the same dtype name)."""
@@ -298,44 +309,26 @@ def compiled_takes(plan: Plan, buffers: dict) -> bool:
 def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
                  timeout: float, spin: float, between, group_name: str, peers) -> None:
     """run() for a call whose posts all fit in slots, by the compiled path (plan.native): the same steps, the same
-    errors, the same bytes."""
+    errors, the same bytes. Its answer is None, a member that called another collective, or RECOMPUTE: the C code
+    cannot be sure of numpy's bits (a NaN pair, signed zeros), and numpy computes the result from the same posts."""
     deadline = time.monotonic() + timeout
     try:
         member = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin, deadline,
                                   between)
-    except Exception as exc:
-        raise compiled_failure(exc, fingerprint, seq, group_name, timeout, peers) from None
-    if member is not None:
-        after_compiled(board, plan, seq, fingerprint, buffers, combine, group_name, member, deadline, between)
-
-
-def after_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
-                   group_name: str, member: int, deadline: float, between) -> None:
-    """What the compiled call's answer asks for: numpy computes the result (RECOMPUTE: the C code cannot be sure of
-    numpy's bits, a NaN pair or signed zeros met), or `member` called another collective."""
+    except TimeoutError as exc:
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
+    except CollectiveMismatchError as exc:
+        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+    if member is None:
+        return
     if member != RECOMPUTE:
         raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
     output = buffers["output"]
-    own = plan.own_blocks[plan.me] if plan.own_blocks is not None else None
-    mine = buffers["input"] if own is not None else None
-    in_place = (own is not None and plan.problem.collective not in _OWN_BLOCK_FIRST
-                and np.may_share_memory(output, mine))
-    target = reusable(output.dtype, output.size, "board output") if in_place else output
-    posts = _Posts(board, seq, output.dtype, plan.me, mine, plan.own_blocks,
-                   lambda member, exc: _poster_lost(member, exc, deadline, between))
-    plan.compute(posts, target, combine)
-    if in_place:
+    mine = buffers["input"] if plan.own_blocks is not None else None  # its own block, left out of its slot
+    read_in_place = mine is not None and plan.problem.collective not in _OWN_BLOCK_FIRST
+    target = _compute(board, plan, seq, output, mine, read_in_place, combine, deadline, between)
+    if target is not output:
         np.copyto(output, target)
-
-
-def compiled_failure(exc: Exception, fingerprint: bytes, seq: int, group_name: str, timeout: float,
-                     peers) -> Exception:
-    """What the compiled path's failure is raised as: a timeout or a mismatch worded as run() words them."""
-    if isinstance(exc, TimeoutError):
-        return _timed_out(fingerprint, seq, group_name, timeout, exc)
-    if isinstance(exc, CollectiveMismatchError):
-        return _mismatch_as_messages(exc, group_name, seq, fingerprint, peers)
-    return exc
 
 
 def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:

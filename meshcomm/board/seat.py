@@ -8,7 +8,6 @@ that is when the board is made or joined, not at group creation.
 from __future__ import annotations
 
 import hashlib
-import time
 
 from meshcomm import config
 from meshcomm.algorithms.problem import Problem
@@ -54,27 +53,26 @@ class Seat:
         the group calls this directly, as it runs a call as messages. `overlapped`: the caller goes on with its
         own work meanwhile (async_op), so no core is spare for spinning through the peers' copies."""
         transport = self._transport
-        transport.raise_if_aborted()  # what a message's send would raise: nothing is posted after an abort
-        ranks, group_id = self._ranks, self._group_id
-
-        def check_peers(missing) -> None:
-            transport.check_call([ranks[m] for m in missing], group_id, seq)
-
-        if self._board is None:
-            self._join(timeout, check_peers)
-
+        check_peers = self._ready(seq, timeout)
         trace = self._trace
         start = trace.now() if trace is not None else 0
         board_run.run(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout,
                       transport.spin_seconds, not (transport.crowded or overlapped), check_peers, self._group_name,
-                      ranks)
+                      self._ranks)
         if trace is not None:
             trace.complete("collective", plan.board.problem.collective, start, trace.now(),
-                           {"group": self._group_name, "group_id": group_id, "seq": seq,
+                           {"group": self._group_name, "group_id": self._group_id, "seq": seq,
                             "algorithm": plan.algorithm, "call": fp.describe(plan.fingerprint), "board": True})
 
-    def run_compiled(self, plan, seq: int, buffers: dict, combine, timeout: float) -> None:
-        """run() for a call the compiled path takes (board_run.compiled_takes), untraced."""
+    def run_compiled(self, plan, seq: int, buffers: dict, combine, timeout: float, overlapped: bool = False) -> None:
+        """run() for a call the compiled path takes (board_run.compiled_takes), untraced: straight to it."""
+        check_peers = self._ready(seq, timeout)
+        board_run.run_compiled(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout,
+                               self._transport.spin_seconds, check_peers, self._group_name, self._ranks)
+
+    def _ready(self, seq: int, timeout: float):
+        """Before call `seq`: nothing is posted after an abort (what a message's send would raise), and the board
+        is joined at the group's first call on it. Returns the call's liveness check, `check_peers(missing)`."""
         transport = self._transport
         transport.raise_if_aborted()
         ranks, group_id = self._ranks, self._group_id
@@ -82,18 +80,9 @@ class Seat:
         def check_peers(missing) -> None:
             transport.check_call([ranks[m] for m in missing], group_id, seq)
 
-        board = self._board
-        if board is None:
-            board = self._join(timeout, check_peers)
-        deadline = time.monotonic() + timeout
-        try:
-            member = board.native.run(plan.board.native, seq, buffers.get("input"), buffers.get("output"),
-                                      transport.spin_seconds, deadline, check_peers)
-        except Exception as exc:
-            raise board_run.compiled_failure(exc, plan.fingerprint, seq, self._group_name, timeout, ranks) from None
-        if member is not None:
-            board_run.after_compiled(board, plan.board, seq, plan.fingerprint, buffers, combine, self._group_name,
-                                     member, deadline, check_peers)
+        if self._board is None:
+            self._join(timeout, check_peers)
+        return check_peers
 
     def _join(self, timeout: float, check_peers) -> Board:
         """Make or map the group's board, at its first call on it."""

@@ -55,6 +55,7 @@ import numpy as np
 from meshcomm import native
 from meshcomm.errors import CommTimeoutError, PeerLostError
 from meshcomm.transport import cma, futex
+from meshcomm.rendezvous.store import wait_for_keys
 from meshcomm.transport.shm import DIRECTORY, map_file, unlink_quietly
 
 _PAGE = 4096
@@ -418,17 +419,12 @@ class _Turns:
 
 def _store_wait(store, keys: list[str], members, deadline: float, timeout: float, between) -> None:
     """Until every key of `keys` (one per member of `members`) is in the store; `between(missing)` between looks."""
-    while True:
-        try:
-            store.wait(keys, min(_JOIN_SLICE, max(deadline - time.monotonic(), 0.001)))
-            return
-        except CommTimeoutError:
-            missing = [m for m, k in zip(members, keys) if not store.check([k])]
-            if time.monotonic() >= deadline:
-                raise CommTimeoutError(f"members {missing} had not joined the group's board within {timeout:g} s "
-                                       f"(missing store keys {[k for m, k in zip(members, keys) if m in missing]})"
-                                       ) from None
-            between(missing)
-        except PeerLostError:
-            between(members)  # the store's host left: the transport names it, if it is a member
-            raise
+    members = list(members)
+    try:
+        missing = wait_for_keys(store, keys, deadline, lambda left: between([members[i] for i in left]), _JOIN_SLICE)
+    except PeerLostError:
+        between(members)  # the store's host left: the transport names it, if it is a member
+        raise
+    if missing:
+        raise CommTimeoutError(f"members {[members[i] for i in missing]} had not joined the group's board within "
+                               f"{timeout:g} s (missing store keys {[keys[i] for i in missing]})")

@@ -19,7 +19,7 @@ from meshcomm.group.group import Group
 from meshcomm.group import health
 from meshcomm.group.health import Monitor
 from meshcomm.security import auth, tls
-from meshcomm.rendezvous.store import PrefixStore, Store
+from meshcomm.rendezvous.store import PrefixStore, Store, wait_for_keys
 from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport import header as wire
 from meshcomm.trace.messages import TracedTransport
@@ -96,23 +96,17 @@ class Runtime:
         Between looks at the store, a rank lost meanwhile is named at once."""
         store = PrefixStore("meshcomm/started", self.store)
         store.set(str(self.rank), b"1")
-        keys = [str(r) for r in range(self.world_size)]
-        deadline = time.monotonic() + self.timeout
         others = [r for r in range(self.world_size) if r != self.rank]
-        while True:
-            try:
-                store.wait(keys, min(_STARTED_SLICE, max(deadline - time.monotonic(), 0.001)))
-                return
-            except PeerLostError:
-                # The store's host left after this rank's own start-up reads: this rank has started. Whether the
-                # others have is theirs to find; a rank that left is named by the next call that needs it.
-                return
-            except CommTimeoutError:
-                missing = [r for r, key in zip(range(self.world_size), keys) if not store.check([key])]
-                if time.monotonic() >= deadline:
-                    raise CommTimeoutError(f"ranks {missing} had not finished starting within {self.timeout:g} s") \
-                        from None
-                self.transport.check_call([r for r in missing if r in others], -1, -1)
+        try:
+            missing = wait_for_keys(store, [str(r) for r in range(self.world_size)], time.monotonic() + self.timeout,
+                                    lambda left: self.transport.check_call([r for r in left if r in others], -1, -1),
+                                    _STARTED_SLICE)
+        except PeerLostError:
+            # The store's host left after this rank's own start-up reads: this rank has started. Whether the
+            # others have is theirs to find; a rank that left is named by the next call that needs it.
+            return
+        if missing:
+            raise CommTimeoutError(f"ranks {missing} had not finished starting within {self.timeout:g} s")
 
     def _agreed_tuning(self, store: Store) -> tuple[model.Parameters, int]:
         """Rank 0's cost-model parameters and core count, for every rank.

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from meshcomm.errors import CommTimeoutError
@@ -65,6 +66,22 @@ def compare_set_result(current: bytes | None, expected: bytes, desired: bytes) -
     if (current is None and expected == b"") or (current is not None and current == expected):
         return desired
     return None
+
+
+def wait_for_keys(store: "Store", keys: Sequence[str], deadline: float, between: Callable[[list[int]], None],
+                  look_every: float) -> list[int]:
+    """Until every key of `keys` is in `store`, looking every `look_every` seconds; between looks,
+    `between(missing)` (indices into `keys`) may raise, e.g. for a rank known lost. Returns [] once all are
+    there, or the indices still missing at `deadline` (time.monotonic()). The store's errors propagate."""
+    while True:
+        try:
+            store.wait(keys, min(look_every, max(deadline - time.monotonic(), 0.001)))
+            return []
+        except CommTimeoutError:
+            missing = [i for i, key in enumerate(keys) if not store.check([key])]
+            if time.monotonic() >= deadline:
+                return missing
+            between(missing)
 
 
 class Store(abc.ABC):
