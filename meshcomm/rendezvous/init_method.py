@@ -216,13 +216,13 @@ def join(store: Store, rank: int, world_size: int, timeout: float | None = None)
         store.wait(keys, wait)
     except CommTimeoutError:
         missing = [r for r, key in enumerate(keys) if not store.check([key])]
-        if not missing:
-            return  # the last rank arrived just as we gave up
-        listed = ", ".join(map(str, missing[:MAX_LISTED])) + (", ..." if len(missing) > MAX_LISTED else "")
-        verdict = (f"rendezvous timed out after {wait:g} s: {world_size - len(missing)}/{world_size} ranks joined, "
-                   f"missing [{listed}]")
-        _announce(store, keys, missing, verdict)
-        raise RendezvousError(verdict) from None
+        if missing:
+            listed = ", ".join(map(str, missing[:MAX_LISTED])) + (", ..." if len(missing) > MAX_LISTED else "")
+            verdict = (f"rendezvous timed out after {wait:g} s: {world_size - len(missing)}/{world_size} ranks joined, "
+                       f"missing [{listed}]")
+            _announce(store, keys, missing, verdict)
+            raise RendezvousError(verdict) from None
+        # Every key is set: the last rank arrived just as we gave up, or a rank that gave up first filled them.
     except PeerLostError as exc:
         # Nobody is left to say who was missing: the store's host gave up without a verdict (it was killed).
         raise RendezvousError(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meshcomm.errors import RendezvousError
+from meshcomm.errors import CommTimeoutError, RendezvousError
 from meshcomm.rendezvous import FileStore, Store, StoreServer, TCPStore, connect, join
 
 from .conftest import free_port
@@ -90,14 +90,44 @@ def test_rank_and_size_in_the_url_query(tmp_path: Path) -> None:
 def test_missing_rank_fails_within_the_timeout_naming_it(master: TCPStore, token: bytes) -> None:
     clients = {r: TCPStore("127.0.0.1", master.port, timeout=10, token=token) for r in (1, 3)}
     stores = {0: master, **clients}
-    start = time.monotonic()
-    results = run_ranks(4, lambda r: join(stores[r], r, 4, timeout=0.5) if r in stores else None)
-    assert time.monotonic() - start < 15
-    for r in stores:
-        assert isinstance(results[r], RendezvousError)
-        assert "rendezvous timed out after 0.5 s: 3/4 ranks joined, missing [2]" in str(results[r])
-    for c in clients.values():
-        c.close()
+    try:
+        start = time.monotonic()
+        results = run_ranks(4, lambda r: join(stores[r], r, 4, timeout=0.5) if r in stores else None)
+        assert time.monotonic() - start < 15
+        for r in stores:
+            assert isinstance(results[r], RendezvousError)
+            assert "rendezvous timed out after 0.5 s: 3/4 ranks joined, missing [2]" in str(results[r])
+    finally:
+        for c in clients.values():
+            c.close()
+
+
+class _GivesUpAfterAnother:
+    """A store whose wait times out just after another rank, timing out first, filled the missing keys."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+    def wait(self, keys, timeout=None) -> None:
+        verdict = "rendezvous timed out after 0.5 s: 2/3 ranks joined, missing [2]"
+        self._store.compare_set("rdzv/verdict", b"", verdict.encode())
+        self._store.compare_set("rdzv/rank/2", b"", b"meshcomm: the rendezvous already failed: " + verdict.encode())
+        raise CommTimeoutError("timed out")
+
+
+def test_a_rank_timing_out_just_after_another_reports_its_verdict(tmp_path: Path) -> None:
+    # Ranks sharing one timeout give up together; the second one to look found every key set (the first had
+    # filled the missing ones) and returned as if the rendezvous had succeeded.
+    store = FileStore(str(tmp_path / "rdzv"), 5)
+    try:
+        store.compare_set("rdzv/rank/0", b"", b"rank 0")
+        with pytest.raises(RendezvousError, match=r"^rendezvous timed out after 0.5 s: 2/3 ranks joined, missing \[2\]$"):
+            join(_GivesUpAfterAnother(store), 1, 3, timeout=0.5)
+    finally:
+        store.close()
 
 
 def test_every_waiting_rank_names_the_missing_ranks_when_one_gives_up(master: TCPStore, token: bytes) -> None:
