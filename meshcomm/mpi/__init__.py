@@ -22,7 +22,7 @@ from meshcomm.mpi.messages import BOTTOM, IN_PLACE
 from meshcomm.mpi.ops import (
     BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MAXLOC, MIN, MINLOC, NO_OP, OP_NULL, PROD, REPLACE, SUM, Op,
 )
-from meshcomm.mpi.request import REQUEST_NULL, Request
+from meshcomm.mpi.request import REQUEST_NULL, Prequest, Request
 from meshcomm.mpi.status import Status
 
 globals().update(_DATATYPES)
@@ -37,7 +37,7 @@ __all__ = sorted(
         "Alloc_mem", "Attach_buffer", "BOTTOM", "COMM_NULL", "COMM_SELF", "COMM_WORLD", "Comm", "DATATYPE_NULL",
         "Datatype", "Detach_buffer", "Exception", "Finalize", "Free_mem", "Get_error_class", "Get_error_string",
         "Get_library_version", "Get_processor_name", "Get_version", "IN_PLACE", "Init", "Init_thread",
-        "Intracomm", "Is_finalized", "Is_initialized", "Is_thread_main", "Op", "Pickle", "Query_thread",
+        "Intracomm", "Is_finalized", "Is_initialized", "Is_thread_main", "Op", "Pickle", "Prequest", "Query_thread",
         "REQUEST_NULL", "Request", "Status", "Wtick", "Wtime", "get_vendor", "pickle",
         "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC", "NO_OP", "OP_NULL",
         "PROD", "REPLACE", "SUM",

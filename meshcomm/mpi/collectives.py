@@ -17,9 +17,11 @@ from meshcomm.api import objects
 from meshcomm.executor.reduce_ops import combiner
 from meshcomm.group.call import Call
 from meshcomm.mpi import exceptions as err
+from meshcomm.mpi import lane
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import ops as mpi_ops
 from meshcomm.mpi.comm import Intracomm
+from meshcomm.mpi.request import Prequest, Request
 
 IN_PLACE = msg.IN_PLACE
 
@@ -427,5 +429,50 @@ _METHODS = {
     "Allreduce": _Allreduce, "Reduce": _Reduce, "Scan": _Scan, "Exscan": _Exscan,
     "Reduce_scatter": _Reduce_scatter, "Reduce_scatter_block": _Reduce_scatter_block,
 }
+# The buffer collectives MPI also has nonblocking (Ibcast) and persistent (Bcast_init) forms of.
+_STARTABLE = (
+    "Barrier", "Bcast", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
+    "Alltoallv", "Reduce", "Allreduce", "Scan", "Exscan", "Reduce_scatter", "Reduce_scatter_block",
+)
+
+
+def _in_lane(name: str, method):
+    def blocking(self, *args, **kwargs):
+        g = self._g
+        return lane.lane(g).run(lambda: method(self, *args, **kwargs))
+
+    blocking.__name__ = blocking.__qualname__ = name
+    blocking.__doc__ = method.__doc__
+    return blocking
+
+
+def _started(name: str, method):
+    """Ibcast and its kin: the blocking collective, run in the communicator's lane; a Request for it."""
+
+    def start(self, *args, **kwargs) -> Request:
+        g = self._g
+        work = lane.lane(g).start(lambda: method(self, *args, **kwargs), name)
+        return Request(g.mailbox, work, lambda _message: work._result)
+
+    start.__name__ = start.__qualname__ = f"I{name[0].lower()}{name[1:]}"
+    return start
+
+
+def _persistent(name: str, method):
+    """Bcast_init and its kin: a Prequest whose every Start runs the collective again on the same arguments."""
+
+    def init(self, *args, **kwargs) -> Prequest:
+        g = self._g
+        in_lane = lane.lane(g)
+        return Prequest(g.mailbox, lambda: in_lane.start(lambda: method(self, *args, **kwargs), name))
+
+    init.__name__ = init.__qualname__ = f"{name}_init"
+    return init
+
+
 for _name, _method in _METHODS.items():
-    setattr(Intracomm, _name, _method)
+    setattr(Intracomm, _name, _in_lane(_name, _method))
+for _name in _STARTABLE:
+    setattr(Intracomm, f"I{_name[0].lower()}{_name[1:]}", _started(_name, _METHODS[_name]))
+    setattr(Intracomm, f"{_name}_init", _persistent(_name, _METHODS[_name]))
+Intracomm.ibarrier = Intracomm.Ibarrier

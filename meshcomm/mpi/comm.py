@@ -16,6 +16,7 @@ import numpy as np
 from meshcomm.api import collectives as coll
 from meshcomm.mpi import constants as C
 from meshcomm.mpi import exceptions as err
+from meshcomm.mpi import lane
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import status as st
 from meshcomm.mpi.request import Request
@@ -137,7 +138,9 @@ class Comm:
         """Release the communicator; it compares equal to COMM_NULL afterwards."""
         if self._predefined:
             raise err.Exception(err.ERR_COMM, f"cannot free the predefined communicator {self._name}")
-        self._g.shutdown()
+        g = self._g
+        lane.close(g)
+        g.shutdown()
         self._group = None
 
     def Dup(self, info=None) -> "Intracomm":
@@ -158,6 +161,9 @@ class Comm:
     def _split_by(self, color: int, key: int) -> "Intracomm":
         """Every member calls this; they agree on fresh group ids (the highest any of them has free)."""
         g = self._g
+        return lane.lane(g).run(lambda: self._split_now(g, color, key))
+
+    def _split_now(self, g, color: int, key: int) -> "Intracomm":
         rt = g.runtime
         mine = np.array([color, key, rt.unused_group_id()], dtype=np.int64)
         table = np.empty(3 * g.size, dtype=np.int64)

@@ -11,6 +11,7 @@ import time
 
 from meshcomm.errors import CommTimeoutError
 from meshcomm.mpi import constants as C
+from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import status as st
 
 _SLICE = 0.02
@@ -251,6 +252,39 @@ class Request:
                 statuses.append(st.Status())
         results = [r._complete(statuses[k] if statuses is not None else None) for k, (_, r) in enumerate(ready)]
         return [i for i, _ in ready], results
+
+
+class Prequest(Request):
+    """A persistent request: each Start begins its operation anew; once complete it is inactive, not null."""
+
+    def __init__(self, mailbox, starter, finish=None) -> None:
+        super().__init__(mailbox, None, finish)
+        self._starter = starter  # () -> the Work of one run of the operation
+
+    def Start(self) -> None:
+        if not self._active:
+            raise err.Exception(err.ERR_REQUEST, "Start on a freed persistent request")
+        if self._posted is not None:
+            raise err.Exception(err.ERR_REQUEST, "Start on a persistent request that is already active; "
+                                                 "wait for it (or test it) first")
+        self._posted = self._starter()
+
+    start = Start
+
+    @staticmethod
+    def Startall(requests) -> None:
+        for request in requests:
+            request.Start()
+
+    startall = Startall
+
+    def _complete(self, status: st.Status | None):
+        if self._posted is None:  # inactive: completing it again returns an empty status
+            st.empty(status)
+            return None
+        result = super()._complete(status)
+        self._active = True
+        return result
 
 
 class _Deadline:

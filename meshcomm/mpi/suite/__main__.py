@@ -35,6 +35,10 @@ CORE_FILES: dict[str, list[str]] = {
     "test_cco_buf": [],
     "test_cco_vec": [],
     "test_p2p_obj": [],
+    "test_cco_nb_buf": [],
+    "test_cco_nb_vec": [],
+    "test_cco_pr_buf": [],
+    "test_cco_pr_vec": [],
     "test_comm": ["testSize", "testRank", "testSplit", "testCloneFree"],
 }
 
