@@ -30,6 +30,9 @@ _ENVELOPE = struct.Struct("!qQ")  # tag, sync id (0: no acknowledgement wanted)
 _ACK = struct.Struct("!Q")
 _DATA_CHANNEL, _ACK_CHANNEL = 0, 1
 _POLL_SLICE = 0.05
+# Tags from here up belong to traffic beside the program's own (MPI's partitioned messages): only a receive
+# naming such a tag exactly takes it, never an any-tag receive or probe.
+PRIVATE_TAG_BASE = 1 << 40
 
 
 @dataclass
@@ -86,7 +89,11 @@ class PostedRecv(_Posted):
         self.cancelled = False
 
     def accepts(self, message: Message) -> bool:
-        return (self.source is None or self.source == message.source) and (self.tag is None or self.tag == message.tag)
+        if self.tag is None:
+            tag_matches = message.tag < PRIVATE_TAG_BASE
+        else:
+            tag_matches = self.tag == message.tag
+        return (self.source is None or self.source == message.source) and tag_matches
 
     @property
     def done(self) -> bool:
@@ -164,6 +171,22 @@ class Mailbox:
             self._pull()
             probe = PostedRecv(self, source, tag)
             return next((m for m in self._arrived if probe.accepts(m)), None)
+
+    def claim(self, source: int | None, tag: int | None) -> PostedRecv | None:
+        """Match the message a receive for (source, tag) would take now, so no other receive can (MPI's mprobe).
+
+        The result is a receive already holding its message (a synchronous sender is acknowledged now);
+        None when no such message has arrived.
+        """
+        with self._lock:
+            self._pull()
+            posted = PostedRecv(self, source, tag)
+            for index, message in enumerate(self._arrived):
+                if posted.accepts(message):
+                    del self._arrived[index]
+                    self._deliver(posted, message)
+                    return posted
+        return None
 
     # ----- progress
 

@@ -1,66 +1,199 @@
 """MPI.Request and its wait/test families (any, all, some; Capitalized for buffers, lowercase return objects).
 
+A request object names an operation, as MPI's handles do: `MPI.Request(req)`
+makes a second object naming the same operation, and the two compare equal.
 A request drives its group's mailbox when tested or waited on; there is no
-background progress. Completing a request makes it REQUEST_NULL in place,
-as in MPI, so lists of requests can be waited on again.
+background progress. Completing a request makes that object REQUEST_NULL in
+place, as in MPI, so lists of requests can be waited on again; a persistent
+request (Prequest) becomes inactive instead, ready to be started again.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+import weakref
 
+from meshcomm import config
 from meshcomm.errors import CommTimeoutError
+from meshcomm.group.mailbox import Mailbox
 from meshcomm.mpi import constants as C
 from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import status as st
 
 _SLICE = 0.02
+_IDLE_SLICE = 0.001  # how long a wait with no mailbox to drive sleeps between looks
+
+_operations: "weakref.WeakValueDictionary[int, Operation]" = weakref.WeakValueDictionary()
+_handle_numbers = itertools.count(1)
+
+
+class Operation:
+    """What a request handle names: one send, receive or started collective, shared by every Request naming it."""
+
+    kind = "request"
+    persistent = False
+
+    def __init__(self, mailbox, posted, finish=None, null_source: int = C.ANY_SOURCE) -> None:
+        self.mailbox = mailbox
+        self.posted = posted  # the mailbox's Work (PostedSend, PostedRecv) or a lane's; None: complete already
+        self.finish = finish  # (message or None) -> result object, run once on completion
+        self.null_source = null_source  # the source an operation with nothing posted reports (PROC_NULL's)
+        self.started = True
+        self.handle = next(_handle_numbers)
+        _operations[self.handle] = self
+
+    @property
+    def active(self) -> bool:
+        return self.started
+
+    def ready(self) -> bool:
+        """Progress without blocking; True once the operation finished."""
+        return self.posted is None or self.posted.is_completed()
+
+    def block(self) -> None:
+        if self.posted is not None:
+            self.posted.wait()
+
+    def complete(self, into: st.Status):
+        """Fill `into` with the finished operation's status and produce its result."""
+        posted, self.posted, self.started = self.posted, None, False
+        if posted is None:
+            st.empty(into, self.null_source)
+            return self.finish(None) if self.finish is not None else None
+        error = posted.exception()
+        if error is not None:
+            raise error
+        message = getattr(posted, "message", None)
+        if getattr(posted, "cancelled", False):
+            st.empty(into)
+            into.cancelled = True
+            return None
+        if message is not None:
+            into._set(message.source, message.tag, len(message.payload))
+        else:
+            st.empty(into, self.null_source)
+        return self.finish(message) if self.finish is not None else None
+
+    def peek(self, into: st.Status | None) -> None:
+        """Fill `into` as completing would, without completing."""
+        if into is None:
+            return
+        message = getattr(self.posted, "message", None)
+        if message is not None:
+            into._set(message.source, message.tag, len(message.payload))
+        else:
+            st.empty(into, self.null_source)
+            into.cancelled = getattr(self.posted, "cancelled", False)
+
+    def cancel(self) -> None:
+        """Withdraw an unmatched receive; sends have already left and cannot be cancelled."""
+        if self.posted is not None and hasattr(self.posted, "cancelled"):
+            self.mailbox.cancel(self.posted)
+
+    def deadline(self) -> float:
+        return self.mailbox.group.timeout if self.mailbox is not None else config.get_float("MESHCOMM_TIMEOUT")
+
+    def pause(self, seconds: float) -> None:
+        """Let time pass usefully: drive the transport when there is one."""
+        if self.mailbox is not None:
+            self.mailbox.progress(seconds)
+        else:
+            time.sleep(min(seconds, _IDLE_SLICE))
+
+
+class PersistentOperation(Operation):
+    """A persistent request's operation: each start runs `starter` anew; between runs it is inactive."""
+
+    kind = "prequest"
+    persistent = True
+
+    def __init__(self, mailbox, starter, finish=None, null_source: int = C.ANY_SOURCE) -> None:
+        super().__init__(mailbox, None, finish, null_source)
+        self.starter = starter  # () -> the Work of one run, or None when a run has nothing to move
+        self.started = False
+
+    def start(self) -> None:
+        if self.started:
+            raise err.Exception(err.ERR_REQUEST, "Start on a persistent request that is already active; "
+                                                 "wait for it (or test it) first")
+        self.posted = self.starter()
+        self.started = True
 
 
 class Request:
-    """A pending send or receive; falsy once completed or freed."""
+    """A pending operation; falsy once completed (REQUEST_NULL) or freed."""
 
-    def __init__(self, mailbox=None, posted=None, finish=None, info=None) -> None:
-        self._mailbox = mailbox
-        self._posted = posted  # the group mailbox's Work (a PostedSend or PostedRecv); None: already complete
-        self._finish = finish  # (message or None) -> result object, run once on completion
-        self._status = info or st.Status()
-        self._result = None
-        self._active = mailbox is not None  # MPI.Request() is REQUEST_NULL
+    _kind: str | None = None  # the operations a subclass may name (None: any)
+
+    def __init__(self, request: "Request | Mailbox | None" = None, posted=None, finish=None) -> None:
+        if request is None or isinstance(request, Request):
+            self._op = None if request is None else self._adopt(request._op)
+        elif isinstance(request, Mailbox):
+            self._op = Operation(request, posted, finish)
+        else:
+            raise TypeError(f"{type(self).__name__}() takes a request to copy, got {type(request).__name__}")
+
+    @classmethod
+    def _adopt(cls, operation: Operation | None) -> Operation | None:
+        if operation is not None and cls._kind is not None and operation.kind != cls._kind:
+            raise TypeError(f"a {cls.__name__} cannot name a {operation.kind} (a {type(operation).__name__})")
+        return operation
+
+    @classmethod
+    def _naming(cls, operation: Operation | None) -> "Request":
+        request = cls.__new__(cls)
+        request._op = operation
+        return request
 
     @classmethod
     def completed(cls, result=None, source: int = C.ANY_SOURCE) -> "Request":
-        request = cls()
-        request._active = True
-        st.empty(request._status, source)
-        request._result = result
-        return request
+        """A request that is already done (an operation with PROC_NULL); its status names `source`."""
+        return cls._naming(Operation(None, None, lambda _message: result, source))
+
+    def _is_active(self) -> bool:
+        return self._op is not None and self._op.active
 
     def _ready(self) -> bool:
-        """Progress without blocking; True once the operation finished."""
-        return self._posted is None or self._posted.is_completed()
+        return self._op.ready()
 
     def _complete(self, status: st.Status | None):
-        """Finish a ready request: fill `status`, produce the result, become REQUEST_NULL."""
-        if self._active and self._posted is not None:
-            message = getattr(self._posted, "message", None)
-            if getattr(self._posted, "cancelled", False):
-                self._status.cancelled = True
-            elif message is not None:
-                self._status._set(message.source, message.tag, len(message.payload))
-            else:
-                st.empty(self._status)
-            if self._finish is not None:
-                self._result = self._finish(message)
-            self._posted = None
-        self._active = False
+        """Finish a ready request: fill `status`, produce the result, become REQUEST_NULL (or inactive)."""
+        op = self._op
+        into = st.Status()
+        try:
+            result = op.complete(into)
+        finally:
+            if not op.persistent:
+                self._op = None
         if status is not None:
-            status._copy_from(self._status)
-        return self._result
+            status._copy_from(into)
+        return result
 
     def _block(self) -> None:
-        if self._posted is not None:
-            self._posted.wait()
+        self._op.block()
+
+    # ----- handles
+
+    @property
+    def handle(self) -> int:
+        """The number naming this request's operation (0 for REQUEST_NULL)."""
+        return 0 if self._op is None else self._op.handle
+
+    @classmethod
+    def fromhandle(cls, handle: int) -> "Request":
+        if handle == 0:
+            return cls._naming(None)
+        operation = _operations.get(int(handle))
+        if operation is None:
+            raise ValueError(f"no request has handle {handle}")
+        return cls._naming(cls._adopt(operation))
+
+    def toint(self) -> int:
+        return self.handle
+
+    py2f = toint
+    fromint = f2py = fromhandle
 
     # ----- one request
 
@@ -69,7 +202,7 @@ class Request:
         return True
 
     def wait(self, status: st.Status | None = None):
-        if not self._active:
+        if not self._is_active():
             st.empty(status)
             return None
         self._block()
@@ -79,7 +212,7 @@ class Request:
         return self.test(status)[0]
 
     def test(self, status: st.Status | None = None):
-        if not self._active:
+        if not self._is_active():
             st.empty(status)
             return True, None
         if not self._ready():
@@ -88,43 +221,45 @@ class Request:
 
     def Get_status(self, status: st.Status | None = None) -> bool:
         """Whether it finished, without completing it."""
-        if not self._active:
+        if not self._is_active():
             st.empty(status)
             return True
         ready = self._ready()
-        if ready and status is not None:
-            message = getattr(self._posted, "message", None) if self._posted is not None else None
-            if message is not None:
-                status._set(message.source, message.tag, len(message.payload))
-            else:
-                status._copy_from(self._status)
-                status.cancelled = getattr(self._posted, "cancelled", False)
+        if ready:
+            self._op.peek(status)
         return ready
 
     get_status = Get_status
 
     def Cancel(self) -> None:
-        """Withdraw an unmatched receive; sends have already left and cannot be cancelled."""
-        if self._active and self._posted is not None and hasattr(self._posted, "cancelled"):
-            self._mailbox.cancel(self._posted)
+        if self._is_active():
+            self._op.cancel()
 
     cancel = Cancel
 
     def Free(self) -> None:
-        self._active = False
+        self._op = None
 
     free = Free
 
     def __bool__(self) -> bool:
-        return self._active
+        return self._op is not None
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Request):
             return NotImplemented
-        return self is other or (not self._active and not other._active)
+        return self._op is other._op
 
     def __hash__(self) -> int:
-        return id(self)
+        return hash(self.handle)
+
+    def __reduce__(self):
+        if self._op is None:
+            return "REQUEST_NULL"
+        raise ValueError(f"cannot pickle {type(self).__name__} {self.handle}: an operation lives in its process")
+
+    def __repr__(self) -> str:
+        return f"<meshcomm.MPI.{type(self).__name__} {self.handle or 'REQUEST_NULL'}>"
 
     # ----- many requests
 
@@ -149,7 +284,7 @@ class Request:
 
     @staticmethod
     def testany(requests, status: st.Status | None = None):
-        active = [(i, r) for i, r in enumerate(requests) if r]
+        active = [(i, r) for i, r in enumerate(requests) if r._is_active()]
         if not active:
             st.empty(status)
             return C.UNDEFINED, True, None
@@ -161,7 +296,7 @@ class Request:
     @staticmethod
     def Get_status_any(requests, status: st.Status | None = None):
         """(index, flag) of a finished request, leaving it to be completed later."""
-        active = [(i, r) for i, r in enumerate(requests) if r]
+        active = [(i, r) for i, r in enumerate(requests) if r._is_active()]
         if not active:
             st.empty(status)
             return C.UNDEFINED, True
@@ -169,8 +304,11 @@ class Request:
 
     @staticmethod
     def Get_status_all(requests, statuses=None) -> bool:
-        if not all(r.Get_status() for r in requests if r):
+        if not all(r.Get_status() for r in requests if r._is_active()):
             return False
+        if isinstance(statuses, list):
+            while len(statuses) < len(requests):
+                statuses.append(st.Status())
         for i, request in enumerate(requests):
             if statuses is not None and i < len(statuses):
                 request.Get_status(statuses[i])
@@ -178,7 +316,7 @@ class Request:
 
     @staticmethod
     def Get_status_some(requests, statuses=None):
-        active = [(i, r) for i, r in enumerate(requests) if r]
+        active = [(i, r) for i, r in enumerate(requests) if r._is_active()]
         if not active:
             return None
         ready = [i for i, r in active if r.Get_status()]
@@ -197,7 +335,7 @@ class Request:
     @staticmethod
     def waitall(requests, statuses=None) -> list:
         for request in requests:
-            if request:
+            if request._is_active():
                 request._block()
         return Request._complete_all(requests, statuses)
 
@@ -207,7 +345,7 @@ class Request:
 
     @staticmethod
     def testall(requests, statuses=None):
-        if not all(r._ready() for r in requests if r):
+        if not all(r._ready() for r in requests if r._is_active()):
             return False, None
         return True, Request._complete_all(requests, statuses)
 
@@ -219,7 +357,7 @@ class Request:
         results = []
         for i, request in enumerate(requests):
             status = statuses[i] if statuses is not None and i < len(statuses) else None
-            results.append(request._complete(status) if request else st.empty(status))
+            results.append(request._complete(status) if request._is_active() else st.empty(status))
         return results
 
     @staticmethod
@@ -243,7 +381,7 @@ class Request:
     @staticmethod
     def testsome(requests, statuses=None):
         """(indices, results) finished now; (None, None) when no request is active."""
-        active = [(i, r) for i, r in enumerate(requests) if r]
+        active = [(i, r) for i, r in enumerate(requests) if r._is_active()]
         if not active:
             return None, None
         ready = [(i, r) for i, r in active if r._ready()]
@@ -257,17 +395,19 @@ class Request:
 class Prequest(Request):
     """A persistent request: each Start begins its operation anew; once complete it is inactive, not null."""
 
-    def __init__(self, mailbox, starter, finish=None) -> None:
-        super().__init__(mailbox, None, finish)
-        self._starter = starter  # () -> the Work of one run of the operation
+    _kind = "prequest"
+
+    def __init__(self, request: "Request | Mailbox | None" = None, starter=None, finish=None,
+                 null_source: int = C.ANY_SOURCE) -> None:
+        if isinstance(request, Mailbox) or (request is None and starter is not None):
+            self._op = PersistentOperation(request, starter, finish, null_source)
+        else:
+            super().__init__(request)
 
     def Start(self) -> None:
-        if not self._active:
-            raise err.Exception(err.ERR_REQUEST, "Start on a freed persistent request")
-        if self._posted is not None:
-            raise err.Exception(err.ERR_REQUEST, "Start on a persistent request that is already active; "
-                                                 "wait for it (or test it) first")
-        self._posted = self._starter()
+        if self._op is None:
+            raise err.Exception(err.ERR_REQUEST, "Start on a freed (null) persistent request")
+        self._op.start()
 
     start = Start
 
@@ -278,31 +418,21 @@ class Prequest(Request):
 
     startall = Startall
 
-    def _complete(self, status: st.Status | None):
-        if self._posted is None:  # inactive: completing it again returns an empty status
-            st.empty(status)
-            return None
-        result = super()._complete(status)
-        self._active = True
-        return result
-
 
 class _Deadline:
-    """Waiting on several requests: block briefly in one's transport between looks, until the group's deadline."""
+    """Waiting on several requests: block briefly in one's transport between looks, until the deadline."""
 
     def __init__(self, requests, what: str) -> None:
-        self._requests, self._what = requests, what
-        mailbox = next((r._mailbox for r in requests if r and r._mailbox is not None), None)
-        self._limit = mailbox.group.timeout if mailbox is not None else 0.0
+        self._what = what
+        live = [r._op for r in requests if r._is_active()]
+        self._driver = next((op for op in live if op.mailbox is not None), live[0] if live else None)
+        self._limit = self._driver.deadline() if self._driver is not None else 0.0
         self._end = time.monotonic() + self._limit
 
     def pause(self) -> None:
         if time.monotonic() >= self._end:
             raise CommTimeoutError(f"{self._what}: no request completed within {self._limit:.1f} s")
-        for request in self._requests:
-            if request and request._mailbox is not None:
-                request._mailbox.progress(_SLICE)
-                return
+        self._driver.pause(_SLICE)
 
 
 REQUEST_NULL = Request()

@@ -1,0 +1,1 @@
+"""mpi4py.util's modules on meshcomm's MPI face."""
