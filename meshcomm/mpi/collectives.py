@@ -72,14 +72,18 @@ def _gather(self, sendobj, root: int = 0):
     return out
 
 
+def _one_per_rank(sendobj, size: int, what: str, per: str = "rank") -> list:
+    """The objects to send, one per rank; None sends None to every rank, as mpi4py does."""
+    items = [None] * size if sendobj is None else list(sendobj)
+    if len(items) != size:
+        raise ValueError(f"{what} needs one object per {per} ({size}), got {len(items)}")
+    return items
+
+
 def _scatter(self, sendobj, root: int = 0):
     g = self._g
     root = _root(g, root)
-    items = None
-    if g.rank == root:
-        items = list(sendobj) if sendobj is not None else None
-        if items is None or len(items) != g.size:
-            raise err.Exception(err.ERR_ARG, f"scatter needs one object per rank ({g.size}) at the root")
+    items = _one_per_rank(sendobj, g.size, "scatter") if g.rank == root else None
     out = [None]
     objects.scatter_object_list(out, items, group_src=root, group=g)
     return out[0]
@@ -94,9 +98,7 @@ def _allgather(self, sendobj):
 
 def _alltoall(self, sendobj):
     g = self._g
-    items = list(sendobj)
-    if len(items) != g.size:
-        raise err.Exception(err.ERR_ARG, f"alltoall needs one object per rank ({g.size}), got {len(items)}")
+    items = _one_per_rank(sendobj, g.size, "alltoall")
     frames = [objects.dumps(item) for item in items]
     sizes = np.array([f.size for f in frames], dtype=np.int64)
     incoming = np.empty(g.size, dtype=np.int64)
@@ -469,6 +471,9 @@ def _persistent(name: str, method):
     init.__name__ = init.__qualname__ = f"{name}_init"
     return init
 
+
+# Receive buffers with derived datatypes are filled as packed copies, written back when the collective returns.
+_METHODS = {_name: msg.writing_back(_method) for _name, _method in _METHODS.items()}
 
 for _name, _method in _METHODS.items():
     setattr(Intracomm, _name, _in_lane(_name, _method))

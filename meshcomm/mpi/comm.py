@@ -19,20 +19,57 @@ from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import lane
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import status as st
-from meshcomm.mpi.request import Request
+from meshcomm.mpi.buffer import buffer
+from meshcomm.mpi.request import Operation, Prequest, Request
 
 
 class Pickle:
     """How lowercase calls turn objects into bytes (MPI.pickle); an empty message unpickles to None."""
 
-    def __init__(self, dumps=pickle.dumps, loads=pickle.loads, protocol: int | None = pickle.HIGHEST_PROTOCOL) -> None:
-        self._dumps, self._loads, self.PROTOCOL = dumps, loads, protocol
+    def __init__(self, dumps=None, loads=None, protocol: int | None = None) -> None:
+        """None for dumps and loads means pickle's; pickle's dumps without a protocol uses the highest."""
+        if protocol is None and dumps in (None, pickle.dumps):
+            protocol = pickle.HIGHEST_PROTOCOL
+        self._dumps, self._loads = dumps or pickle.dumps, loads or pickle.loads
+        self.PROTOCOL = protocol
 
     def dumps(self, obj) -> bytes:
-        return self._dumps(obj, self.PROTOCOL)
+        """A serializer given no protocol (json's, say) is called with the object alone."""
+        return self._dumps(obj) if self.PROTOCOL is None else self._dumps(obj, self.PROTOCOL)
 
     def loads(self, data):
         return None if len(data) == 0 else self._loads(data)
+
+    _DEFAULT_THRESHOLD = 256 * 1024
+    _threshold = _DEFAULT_THRESHOLD
+
+    @property
+    def THRESHOLD(self) -> int:
+        """Buffers of at least this many bytes travel out of band in dumps_oob (None sets the default)."""
+        return self._threshold
+
+    @THRESHOLD.setter
+    def THRESHOLD(self, value: int | None) -> None:
+        self._threshold = self._DEFAULT_THRESHOLD if value is None else int(value)
+
+    def dumps_oob(self, obj) -> tuple[bytes, list[buffer]]:
+        """Pickle with protocol 5 (at least): the pickle stream, and the large buffers it refers to, uncopied."""
+        protocol = self.PROTOCOL
+        if protocol is None or protocol < 0:
+            protocol = pickle.HIGHEST_PROTOCOL
+        buffers: list[buffer] = []
+
+        def out_of_band(pickled: pickle.PickleBuffer) -> bool:
+            view = pickled.raw()
+            if view.nbytes < self._threshold:
+                return True  # small: kept in the stream
+            buffers.append(buffer(view))
+            return False
+
+        return pickle.dumps(obj, max(protocol, 5), buffer_callback=out_of_band), buffers
+
+    def loads_oob(self, data, buffers):
+        return pickle.loads(data, buffers=buffers)
 
 
 pickle_codec = Pickle()
@@ -94,10 +131,10 @@ class Comm:
     name = property(Get_name, Set_name)
 
     def Is_inter(self) -> bool:
-        return False
+        return hasattr(self._g, "remote_ranks")  # an intercommunicator's group (intercomm.py) names the other side
 
     def Is_intra(self) -> bool:
-        return True
+        return not self.Is_inter()
 
     is_inter = property(Is_inter)
     is_intra = property(Is_intra)
@@ -107,9 +144,12 @@ class Comm:
         g1, g2 = comm1._g, comm2._g
         if g1 is g2:
             return C.IDENT
-        if g1.ranks == g2.ranks:
+        remote1, remote2 = getattr(g1, "remote_ranks", None), getattr(g2, "remote_ranks", None)
+        if (remote1 is None) != (remote2 is None):
+            return C.UNEQUAL  # an intercommunicator and an intracommunicator
+        if g1.ranks == g2.ranks and remote1 == remote2:
             return C.CONGRUENT
-        if sorted(g1.ranks) == sorted(g2.ranks):
+        if sorted(g1.ranks) == sorted(g2.ranks) and sorted(remote1 or ()) == sorted(remote2 or ()):
             return C.SIMILAR
         return C.UNEQUAL
 
@@ -184,7 +224,8 @@ class Comm:
 
     def _peer(self, rank, role: str, allow_any: bool = False) -> int | None:
         """A group rank, PROC_NULL, or None for ANY_SOURCE; ERR_RANK otherwise."""
-        size = self._g.size
+        g = self._g
+        size = getattr(g, "remote_size", g.size)  # an intercommunicator's ranks name the other group's members
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
             raise TypeError(f"{role} must be an int rank, got {type(rank).__name__}")
         if rank == C.PROC_NULL:
@@ -310,16 +351,91 @@ class Comm:
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None, source: int = C.ANY_SOURCE,
                  recvtag: int = C.ANY_TAG, status: st.Status | None = None) -> None:
-        receive = self.Irecv(recvbuf, source, recvtag)
-        send = self.Isend(sendbuf, dest, sendtag)
-        receive.Wait(status)
-        send.Wait()
+        # Both buffers are read before either message is posted: a bad one leaves no receive behind.
+        self.Isendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag).Wait(status)
 
     def Sendrecv_replace(self, buf, dest: int, sendtag: int = 0, source: int = C.ANY_SOURCE,
                          recvtag: int = C.ANY_TAG, status: st.Status | None = None) -> None:
-        send = self.Isend(bytes(_payload(buf)), dest, sendtag)
-        self.Recv(buf, source, recvtag, status)
-        send.Wait()
+        self.Isendrecv_replace(buf, dest, sendtag, source, recvtag).Wait(status)
+
+    def Isendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None, source: int = C.ANY_SOURCE,
+                  recvtag: int = C.ANY_TAG) -> Request:
+        """One request for a send and a receive; it completes when both have, with the receive's status."""
+        target = msg.read_spec(recvbuf, "recvbuf", writable=True).array.view(np.uint8)
+        return self._post_both(_payload(sendbuf), dest, sendtag, source, recvtag,
+                               lambda message: _copy_into(target, message))
+
+    def Isendrecv_replace(self, buf, dest: int, sendtag: int = 0, source: int = C.ANY_SOURCE,
+                          recvtag: int = C.ANY_TAG) -> Request:
+        """Send `buf`, then receive into it: the send takes its copy of the bytes before the receive is posted."""
+        target = msg.read_spec(buf, "buf", writable=True).array.view(np.uint8)
+        return self._post_both(memoryview(target), dest, sendtag, source, recvtag,
+                               lambda message: _copy_into(target, message))
+
+    def isendrecv(self, sendobj, dest: int, sendtag: int = 0, recvbuf=None, source: int = C.ANY_SOURCE,
+                  recvtag: int = C.ANY_TAG) -> Request:
+        return self._post_both(pickle_codec.dumps(sendobj), dest, sendtag, source, recvtag, _unpickle)
+
+    def _post_both(self, payload, dest, sendtag, source, recvtag, finish) -> Request:
+        peer, sendtag = self._peer(dest, "dest"), self._tag(sendtag)
+        origin, recvtag = self._peer(source, "source", allow_any=True), self._tag(recvtag, allow_any=True)
+        mailbox = self._g.mailbox
+        send = None if peer == C.PROC_NULL else mailbox.send(peer, sendtag, payload, False)
+        receive = None if origin == C.PROC_NULL else mailbox.recv(origin, recvtag)
+        both = _SendAndReceive(send, receive)
+        return Request._naming(Operation(mailbox, both, finish, C.PROC_NULL if receive is None else C.ANY_SOURCE))
+
+    # ----- persistent requests: the message specification is read now, the buffer's bytes at each Start
+
+    def _send_init(self, buf, dest, tag, synchronous: bool) -> Prequest:
+        payload, peer, tag = _payload(buf), self._peer(dest, "dest"), self._tag(tag)
+        mailbox = self._g.mailbox
+        if peer == C.PROC_NULL:
+            return Prequest(mailbox, lambda: None)
+        return Prequest(mailbox, lambda: mailbox.send(peer, tag, payload, synchronous))
+
+    def Send_init(self, buf, dest: int, tag: int = 0) -> Prequest:
+        return self._send_init(buf, dest, tag, False)
+
+    Bsend_init = Rsend_init = Send_init
+
+    def Ssend_init(self, buf, dest: int, tag: int = 0) -> Prequest:
+        """Each run completes only once the receiver has matched its message."""
+        return self._send_init(buf, dest, tag, True)
+
+    def Recv_init(self, buf, source: int = C.ANY_SOURCE, tag: int = C.ANY_TAG) -> Prequest:
+        target = msg.read_spec(buf, "buf", writable=True).array.view(np.uint8)
+        peer, tag = self._peer(source, "source", allow_any=True), self._tag(tag, allow_any=True)
+        mailbox = self._g.mailbox
+
+        def finish(message):
+            return _copy_into(target, message)
+
+        if peer == C.PROC_NULL:
+            return Prequest(mailbox, lambda: None, finish, C.PROC_NULL)
+        return Prequest(mailbox, lambda: mailbox.recv(peer, tag), finish)
+
+
+class _SendAndReceive:
+    """A send and a receive waited on as one (Isendrecv); either may be None (PROC_NULL), the receive's message counts."""
+
+    def __init__(self, send, receive) -> None:
+        self._parts = [part for part in (send, receive) if part is not None]
+        self._receive = receive
+
+    def is_completed(self) -> bool:
+        return all([part.is_completed() for part in self._parts])  # a list: test every part, so each moves
+
+    def wait(self) -> None:
+        for part in self._parts:
+            part.wait()
+
+    def exception(self) -> BaseException | None:
+        return next((part.exception() for part in self._parts if part.exception() is not None), None)
+
+    @property
+    def message(self):
+        return None if self._receive is None else self._receive.message
 
 
 def _payload(buf) -> memoryview:
@@ -338,7 +454,13 @@ def _copy_into(target: np.ndarray, message) -> None:
         raise err.Exception(err.ERR_TRUNCATE, f"message of {nbytes} bytes from rank {message.source} "
                                               f"does not fit the receive buffer of {target.size} bytes")
     target[:nbytes] = np.frombuffer(message.payload, dtype=np.uint8)
+    msg.written(target)
 
 
 class Intracomm(Comm):
     """Filled in with the collectives by meshcomm.mpi.collectives."""
+
+    def __init__(self, comm: "Comm | None" = None) -> None:
+        super().__init__(comm)
+        if self._group is not None and hasattr(self._group, "remote_ranks"):
+            raise TypeError("expecting an intracommunicator, got an intercommunicator")

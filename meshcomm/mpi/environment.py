@@ -75,10 +75,11 @@ def Wtick() -> float:
     return time.get_clock_info("perf_counter").resolution
 
 
-def Alloc_mem(size: int, info=None) -> memoryview:
-    if size < 0:
-        raise ValueError(f"size must be >= 0, got {size}")
-    return memoryview(bytearray(size))
+def Alloc_mem(size: int, info=None):
+    """Fresh memory as an MPI.buffer (ValueError for a negative size)."""
+    from meshcomm.mpi.buffer import buffer
+
+    return buffer.allocate(size)
 
 
 def Free_mem(mem) -> None:
@@ -92,3 +93,16 @@ def Attach_buffer(buf) -> None:
 
 def Detach_buffer():
     return _attached.pop() if _attached else None
+
+
+def Pcontrol(level: int) -> None:
+    """Profiling control: meshcomm has no profiling layer to switch (its tracing is MESHCOMM_TRACE), so a no-op."""
+    if isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError(f"level must be an int, got {type(level).__name__}")
+
+
+def Get_hw_resource_info():
+    """Hardware hints (MPI 4.1): meshcomm gathers none, so an empty Info to Free when done."""
+    from meshcomm.mpi.info import Info
+
+    return Info.Create()

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.mpi.programs import run_program
 from tests.ranks import run_command
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,8 +76,8 @@ def test_errors_name_their_class() -> None:
     assert error.Get_error_class() == MPI.ERR_ROOT and "ERR_ROOT" in str(error) and "got 5" in str(error)
 
 
-def _launch(launcher: str, nranks: int, program_name: str = "mpi_program.py") -> list[str]:
-    program = str(Path(__file__).with_name(program_name))
+def _launch(launcher: str, nranks: int) -> list[str]:
+    program = str(Path(__file__).with_name("mpi_program.py"))
     if launcher == "mpiexec":
         if shutil.which("mpiexec") is None:
             pytest.skip("mpiexec is not installed")
@@ -99,9 +100,7 @@ def test_program_runs_under_meshcomm_run_and_mpiexec(launcher: str, nranks: int)
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("nranks", [1, 2, 3])
 def test_started_and_persistent_collectives_keep_order_and_let_ranks_go_on(nranks: int) -> None:
-    done = run_command(_launch("meshcomm", nranks, "nonblocking_program.py"), cwd=REPO, timeout=240)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(re.findall(r"OK (rank \d+ of \d+)", done.stdout)) == [f"rank {r} of {nranks}" for r in range(nranks)]
+    run_program("nonblocking_program.py", nranks)
 
 
 def test_the_public_names_of_the_face_all_exist() -> None:
