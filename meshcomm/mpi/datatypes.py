@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from meshcomm.mpi import exceptions as err
+from meshcomm.mpi.handles import NamesState
 from meshcomm.mpi.constants import (
     COMBINER_DUP, COMBINER_F90_COMPLEX, COMBINER_F90_INTEGER, COMBINER_F90_REAL, COMBINER_NAMED,
 )
@@ -42,8 +43,11 @@ class _Type:
 _NULL = _Type(name="MPI_DATATYPE_NULL")
 
 
-class Datatype:
+class Datatype(NamesState):
     """A handle to an MPI datatype; buffers are read and written through its layout."""
+
+    _names = "_t"
+    _null_state = _NULL
 
     def __init__(self, datatype: "Datatype | None" = None) -> None:
         if datatype is None:
@@ -155,21 +159,6 @@ class Datatype:
         self._t = _NULL
 
     # ----- identity
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Datatype):
-            return NotImplemented
-        return self._t is other._t
-
-    def __ne__(self, other) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    def __hash__(self) -> int:
-        return id(self._t)
-
-    def __bool__(self) -> bool:
-        return self._t is not _NULL
 
     def __repr__(self) -> str:
         return f"<meshcomm.MPI.Datatype {self._t.name or 'derived'}>"

@@ -19,6 +19,7 @@ from meshcomm.mpi import constants as C
 from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import lane
 from meshcomm.mpi.comm import Comm, Intracomm
+from meshcomm.mpi.handles import NamesState
 
 
 _handles: "weakref.WeakValueDictionary[int, _Handle]" = weakref.WeakValueDictionary()
@@ -34,8 +35,10 @@ class _Handle:
         _handles[self.number] = self
 
 
-class Group:
+class Group(NamesState):
     """An ordered set of processes; GROUP_NULL when it has no handle."""
+
+    _names = "_handle"
 
     def __init__(self, group: "Group | None" = None) -> None:
         if group is not None and not isinstance(group, Group):
@@ -70,21 +73,6 @@ class Group:
 
     size = property(Get_size)
     rank = property(Get_rank)
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Group):
-            return NotImplemented
-        return self._handle is other._handle
-
-    def __ne__(self, other) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    def __hash__(self) -> int:
-        return id(self._handle)
-
-    def __bool__(self) -> bool:
-        return self._handle is not None
 
     def __repr__(self) -> str:
         if self._handle is None:

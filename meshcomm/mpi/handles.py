@@ -28,8 +28,42 @@ class Referent:
         return bool(self.name)
 
 
-class Handle:
+class NamesState:
+    """Equality, hash and truth of an object that names shared state, as an MPI handle does.
+
+    Two objects of one family are equal when they name the same state; an
+    object is true unless it names its family's null state. `_names` is the
+    attribute that holds the state, set on the family's base class.
+    """
+
+    _names: str
+    _null_state: object = None
+
+    @classmethod
+    def _family(cls) -> type:
+        return next(k for k in cls.__mro__ if "_names" in k.__dict__)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, NamesState) or self._family() is not other._family():
+            return NotImplemented
+        return getattr(self, self._names) is getattr(other, other._names)
+
+    def __ne__(self, other) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self) -> int:
+        """Hashable, unlike mpi4py's handles, as meshcomm's communicators are: equal objects hash alike."""
+        return id(getattr(self, self._names))
+
+    def __bool__(self) -> bool:
+        return getattr(self, self._names) is not self._null_state
+
+
+class Handle(NamesState):
     """Base of the handle classes: equality by referent, integer handles, pickling of constants."""
+
+    _names = "_ref"
 
     _live: dict[int, Referent]  # handle -> referent, one table per handle class
     _null_name: str  # the module-level name of the null constant (INFO_NULL, ...)
@@ -65,22 +99,6 @@ class Handle:
         if self._ref is not None:
             self._family()._live.pop(self._ref.number, None)
         self._ref = None
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Handle) or self._family() is not other._family():
-            return NotImplemented
-        return self._ref is other._ref
-
-    def __ne__(self, other) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    def __hash__(self) -> int:
-        """Hashable, unlike mpi4py's handles, as meshcomm's communicators and datatypes are: equal objects hash alike."""
-        return id(self._ref)
-
-    def __bool__(self) -> bool:
-        return self._ref is not None
 
     @property
     def handle(self) -> int:

@@ -22,6 +22,7 @@ from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import ops
 from meshcomm.mpi.buffer import buffer
+from meshcomm.mpi.handles import NamesState
 from meshcomm.mpi.request import Request
 from meshcomm.mpi.window import constants as W
 from meshcomm.mpi.window import protocol as P
@@ -104,8 +105,10 @@ class _State:
         self.exposure: list[int] | None = None  # the origins of a Post, until Wait or Test
 
 
-class Win:
+class Win(NamesState):
     """A window for one-sided communication; WIN_NULL when it has none."""
+
+    _names = "_state"
 
     def __init__(self, win: "Win | None" = None) -> None:
         if win is not None and not isinstance(win, Win):
@@ -117,21 +120,6 @@ class Win:
         if self._state is None:
             raise err.Exception(err.ERR_WIN, "this is WIN_NULL (or a freed window)")
         return self._state
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Win):
-            return NotImplemented
-        return self._state is other._state
-
-    def __ne__(self, other) -> bool:
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    def __hash__(self) -> int:
-        return id(self._state)
-
-    def __bool__(self) -> bool:
-        return self._state is not None
 
     def __reduce__(self):
         if self._state is None:
