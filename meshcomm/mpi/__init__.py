@@ -17,7 +17,7 @@ from meshcomm.mpi import derived as _derived  # noqa: F401 (adds the Create_* co
 from meshcomm.mpi import alltoallw as _alltoallw  # noqa: F401 (adds Alltoallw to Intracomm)
 from meshcomm.mpi.packing import Aint_add, Aint_diff, Get_address
 from meshcomm.mpi.environment import (
-    Alloc_mem, Attach_buffer, Detach_buffer, Finalize, Free_mem, Get_library_version, Get_processor_name,
+    BUFFER_AUTOMATIC, Alloc_mem, Attach_buffer, Detach_buffer, Finalize, Flush_buffer, Free_mem, Get_library_version, Iflush_buffer, Get_processor_name,
     Get_version, Init, Init_thread, Is_finalized, Is_initialized, Is_thread_main, Query_thread, Wtick, Wtime,
     get_vendor,
 )
@@ -30,7 +30,7 @@ from meshcomm.mpi.request import REQUEST_NULL, Prequest, Request
 from meshcomm.mpi.grequest import Grequest
 from meshcomm.mpi.matched import MESSAGE_NO_PROC, MESSAGE_NULL, Message
 from meshcomm.mpi import partitioned as _partitioned  # noqa: F401 (adds Psend_init, Precv_init, Pready, ...)
-from meshcomm.mpi.status import Status
+from meshcomm.mpi.status import F_ERROR, F_SOURCE, F_STATUS_SIZE, F_TAG, Status
 from meshcomm.mpi.intercomm import Intercomm
 from meshcomm.mpi import intercomm_collectives as _intercomm_collectives  # noqa: F401 (adds Intercomm's collectives)
 from meshcomm.mpi.groups import GROUP_EMPTY, GROUP_NULL, Group
@@ -90,5 +90,5 @@ __all__ = sorted(set(__all__) | {
     "ERRHANDLER_NULL", "ERRORS_ABORT", "ERRORS_ARE_FATAL", "ERRORS_RETURN", "Errhandler",
     "Add_error_class", "Add_error_code", "Add_error_string", "Remove_error_class", "Remove_error_code",
     "Remove_error_string", "INFO_ENV", "INFO_NULL", "MAX_INFO_KEY", "MAX_INFO_VAL", "Info",
-    "Get_hw_resource_info", "Pcontrol", "SESSION_NULL", "Session",
+    "Get_hw_resource_info", "Pcontrol", "Flush_buffer", "Iflush_buffer", "BUFFER_AUTOMATIC", "F_ERROR", "F_SOURCE", "F_STATUS_SIZE", "F_TAG", "SESSION_NULL", "Session",
 } | set(_file.__all__))

@@ -313,9 +313,17 @@ def _folded(op, arrays: list[np.ndarray]) -> np.ndarray:
 def _operands(sendbuf, recvbuf, writable_recv: bool = True):
     recv = msg.read_spec(recvbuf, "recvbuf", writable=writable_recv).array
     send = recv.copy() if _in_place(sendbuf) else msg.read_spec(sendbuf, "sendbuf").array
-    if send.size != recv.size and recvbuf is not None:
-        raise err.Exception(err.ERR_COUNT, f"sendbuf has {send.size} elements, recvbuf {recv.size}")
+    if recvbuf is not None:
+        _alike(send, recv)
+        if send.size != recv.size:
+            raise ValueError(f"mismatch in send count {send.size} and receive count {recv.size}")
     return send, recv
+
+
+def _alike(send: np.ndarray, recv: np.ndarray) -> None:
+    """A reduction's buffers hold one datatype, as mpi4py checks before calling MPI."""
+    if send.dtype != recv.dtype:
+        raise ValueError(f"mismatch in send and receive datatypes: sendbuf holds {send.dtype}, recvbuf {recv.dtype}")
 
 
 def _Allreduce(self, sendbuf, recvbuf, op=mpi_ops.SUM) -> None:
@@ -383,17 +391,18 @@ def _reduce_scatter(g, sendbuf, recvbuf, counts: list[int] | None, op) -> None:
     in_place = _in_place(sendbuf)
     recv_spec = msg.read_spec(recvbuf, "recvbuf", writable=True).array
     send = recv_spec.copy() if in_place else msg.read_spec(sendbuf, "sendbuf").array
+    _alike(send, recv_spec)
     if counts is None:
         if send.size % g.size:
-            raise err.Exception(err.ERR_COUNT, f"sendbuf's {send.size} elements do not split over {g.size} ranks")
+            raise ValueError(f"sendbuf's {send.size} elements do not split over {g.size} ranks")
         counts = [send.size // g.size] * g.size
     counts = [int(c) for c in counts]
     if len(counts) != g.size or sum(counts) != send.size:
-        raise err.Exception(err.ERR_COUNT, f"recvcounts {counts} must give one count per rank and add up to "
-                                           f"sendbuf's {send.size} elements")
+        raise ValueError(f"recvcounts {counts} must give one count per rank and add up to "
+                         f"sendbuf's {send.size} elements")
     out = recv_spec[: counts[g.rank]]
     if out.size != counts[g.rank]:
-        raise err.Exception(err.ERR_COUNT, f"recvbuf holds {recv_spec.size} elements, this rank gets {counts[g.rank]}")
+        raise ValueError(f"recvbuf holds {recv_spec.size} elements, this rank gets {counts[g.rank]}")
     native = _native(op, send)
     if native is None:
         start = sum(counts[: g.rank])

@@ -20,6 +20,7 @@ from meshcomm.mpi import lane
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import status as st
 from meshcomm.mpi.buffer import buffer
+from meshcomm.mpi.handles import BuiltInNew
 from meshcomm.mpi.request import Operation, Prequest, Request
 
 
@@ -75,10 +76,12 @@ class Pickle:
 pickle_codec = Pickle()
 
 
-class Comm:
+class Comm(BuiltInNew):
     """A communicator: a meshcomm Group with MPI's calling conventions; COMM_NULL when it has none."""
 
-    def __init__(self, comm: "Comm | None" = None) -> None:
+    def _build(self, comm: "Comm | None" = None) -> None:
+        if comm is not None and not isinstance(comm, Comm):
+            raise TypeError(f"{type(self).__name__}() takes a communicator to share, got {type(comm).__name__}")
         self._group = None if comm is None else comm._resolve()
         self._resolver = None
         self._predefined = False
@@ -168,6 +171,16 @@ class Comm:
     def __bool__(self) -> bool:
         return self._resolve() is not None
 
+    def __reduce__(self):
+        """COMM_NULL, COMM_SELF and COMM_WORLD pickle as themselves, copies of them as copies; others cannot."""
+        for name in _PICKLED_CONSTANTS:
+            constant = _constant(name)
+            if self is constant:
+                return _constant, (name,)
+            if self == constant:
+                return type(self), (constant,)
+        raise ValueError(f"cannot pickle {self!r}: a communicator names processes of this job only")
+
     def __repr__(self) -> str:
         group = self._group
         return f"<meshcomm.MPI.{type(self).__name__} {self._name or (group.group_name if group else 'COMM_NULL')}>"
@@ -183,9 +196,15 @@ class Comm:
         g.shutdown()
         self._group = None
 
-    def Dup(self, info=None) -> "Intracomm":
-        """A new communicator over the same ranks, whose messages never meet this one's."""
-        return self._split_by(0, self._g.rank)
+    def Disconnect(self) -> None:
+        """Free, after every pending operation on it completes (MPI_Comm_disconnect); COMM_NULL: ERR_COMM."""
+        g = self._g
+        lane.lane(g).run(lambda: None)  # the started collectives ahead of it finish first
+        self.Free()
+
+    def Dup(self, info=None) -> "Comm":
+        """A new communicator of this one's class over the same ranks, whose messages never meet this one's."""
+        return type(self)._of(self._split_by(0, self._g.rank)._resolve())
 
     Clone = Dup
 
@@ -416,6 +435,15 @@ class Comm:
         return Prequest(mailbox, lambda: mailbox.recv(peer, tag), finish)
 
 
+_PICKLED_CONSTANTS = ("COMM_NULL", "COMM_SELF", "COMM_WORLD")
+
+
+def _constant(name: str) -> Comm:
+    import meshcomm.mpi as face
+
+    return getattr(face, name)
+
+
 class _SendAndReceive:
     """A send and a receive waited on as one (Isendrecv); either may be None (PROC_NULL), the receive's message counts."""
 
@@ -460,7 +488,7 @@ def _copy_into(target: np.ndarray, message) -> None:
 class Intracomm(Comm):
     """Filled in with the collectives by meshcomm.mpi.collectives."""
 
-    def __init__(self, comm: "Comm | None" = None) -> None:
-        super().__init__(comm)
+    def _build(self, comm: "Comm | None" = None) -> None:
+        super()._build(comm)
         if self._group is not None and hasattr(self._group, "remote_ranks"):
             raise TypeError("expecting an intracommunicator, got an intercommunicator")

@@ -49,7 +49,7 @@ class Datatype(NamesState):
     _names = "_t"
     _null_state = _NULL
 
-    def __init__(self, datatype: "Datatype | None" = None) -> None:
+    def _build(self, datatype: "Datatype | None" = None) -> None:
         if datatype is None:
             self._t = _NULL
         elif isinstance(datatype, Datatype):
@@ -168,15 +168,16 @@ class Datatype(NamesState):
         if t.combiner == COMBINER_NAMED:
             # The predefined objects themselves unpickle as themselves; other handles as new handles.
             key = t.key or "DATATYPE_NULL"
-            return (_named, (key, self is _named(key)))
+            return (_named, (key, self is _named(key), type(self)))
         from meshcomm.mpi import derived
 
         return derived.rebuild_args(self)
 
 
-def _named(key: str, same: bool = True) -> Datatype:
+def _named(key: str, same: bool = True, cls: type = None) -> Datatype:
+    """A predefined datatype itself, or (for a copy of its handle) a new object of `cls` naming it."""
     found = DATATYPE_NULL if key == "DATATYPE_NULL" else PREDEFINED[key]
-    return found if same else Datatype(found)
+    return found if same else (cls or Datatype)(found)
 
 
 def _basic(key: str, name: str, dtype, code: str | None) -> Datatype:

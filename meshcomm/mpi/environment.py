@@ -8,7 +8,6 @@ import time
 from meshcomm.mpi import constants as C
 from meshcomm.mpi import world
 
-_attached: list = []
 
 
 def Init() -> None:
@@ -83,16 +82,65 @@ def Alloc_mem(size: int, info=None):
 
 
 def Free_mem(mem) -> None:
-    """Memory from Alloc_mem is garbage collected; nothing to do."""
+    """Release a buffer from Alloc_mem; its bytes go when nothing else holds them."""
+    from meshcomm.mpi.buffer import buffer
+
+    if not isinstance(mem, buffer):
+        raise TypeError(f"Free_mem takes the MPI.buffer Alloc_mem gave, got {type(mem).__name__}")
+    mem.release()
 
 
-def Attach_buffer(buf) -> None:
-    """Buffered sends go out eagerly and need no buffer; it is kept only to hand back on detach."""
-    _attached.append(buf)
+class _BufferAutomatic:
+    """BUFFER_AUTOMATIC: attached in place of memory, it asks MPI to buffer as it likes."""
+
+    def __repr__(self) -> str:
+        return "MPI.BUFFER_AUTOMATIC"
+
+    def __reduce__(self) -> str:
+        return "BUFFER_AUTOMATIC"
 
 
-def Detach_buffer():
-    return _attached.pop() if _attached else None
+BUFFER_AUTOMATIC = _BufferAutomatic()
+
+
+class AttachedBuffers:
+    """Buffers given to Attach_buffer (the process's, or a session's).
+
+    Buffered sends go out eagerly and need no buffer, so each is kept only
+    to hand back on detach, and a flush has nothing to wait for.
+    """
+
+    def __init__(self) -> None:
+        self._stack: list = []
+
+    def attach(self, buf) -> None:
+        from meshcomm.mpi.buffer import buffer
+
+        if buf is None:
+            raise TypeError("Attach_buffer needs a writable buffer or MPI.BUFFER_AUTOMATIC, got None")
+        attached = buf if isinstance(buf, (buffer, _BufferAutomatic)) else buffer(buf)
+        if attached is not BUFFER_AUTOMATIC and attached.readonly:
+            raise BufferError(f"Attach_buffer needs writable memory; this {type(buf).__name__} is read-only")
+        self._stack.append(attached)
+
+    def detach(self):
+        """The buffer attached last (None when none is)."""
+        return self._stack.pop() if self._stack else None
+
+    def flush(self) -> None:
+        """Nothing waits in the buffer: buffered sends have already left."""
+
+    def iflush(self):
+        from meshcomm.mpi.request import Request
+
+        return Request.completed()
+
+
+_process_buffers = AttachedBuffers()
+Attach_buffer = _process_buffers.attach
+Detach_buffer = _process_buffers.detach
+Flush_buffer = _process_buffers.flush
+Iflush_buffer = _process_buffers.iflush
 
 
 def Pcontrol(level: int) -> None:

@@ -40,7 +40,7 @@ class Group(NamesState):
 
     _names = "_handle"
 
-    def __init__(self, group: "Group | None" = None) -> None:
+    def _build(self, group: "Group | None" = None) -> None:
         if group is not None and not isinstance(group, Group):
             raise TypeError(f"MPI.Group() copies a Group, got {type(group).__name__}")
         self._handle = None if group is None else group._handle
@@ -84,9 +84,9 @@ class Group(NamesState):
         if self._constant:
             return self._constant
         if self._handle is None:
-            return Group, (GROUP_NULL,)
+            return type(self), (GROUP_NULL,)
         if self._handle is GROUP_EMPTY._handle:
-            return Group, (GROUP_EMPTY,)
+            return type(self), (GROUP_EMPTY,)
         raise ValueError("an MPI.Group names processes of this job only and cannot be pickled")
 
     # ----- handles: the number naming the group in this process
@@ -137,6 +137,15 @@ class Group(NamesState):
         return result
 
     # ----- new groups
+
+    @classmethod
+    def Create_from_session_pset(cls, session, pset_name: str) -> "Group":
+        """The group of a session's process set: the same as session.Create_group(pset_name)."""
+        from meshcomm.mpi.session import Session
+
+        if not isinstance(session, Session):
+            raise TypeError(f"session must be an MPI.Session, got {type(session).__name__}")
+        return cls(session.Create_group(pset_name))
 
     def Dup(self) -> "Group":
         return Group._of(self._h.ranks, self._h.me)

@@ -28,7 +28,26 @@ class Referent:
         return bool(self.name)
 
 
-class NamesState:
+class BuiltInNew:
+    """Built in __new__(cls, other=None), as mpi4py's classes are; __init__ does nothing.
+
+    So a subclass's own __new__ may pass up another object than it was
+    given (a clone, say), and that object is what the instance names.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self._build(*args, **kwargs)
+        return self
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def _build(self, *args, **kwargs) -> None:
+        raise NotImplementedError
+
+
+class NamesState(BuiltInNew):
     """Equality, hash and truth of an object that names shared state, as an MPI handle does.
 
     Two objects of one family are equal when they name the same state; an
@@ -74,7 +93,7 @@ class Handle(NamesState):
         if "_null_name" in cls.__dict__:
             cls._live = {}
 
-    def __init__(self, other: "Handle | None" = None) -> None:
+    def _build(self, other: "Handle | None" = None) -> None:
         if other is not None and not isinstance(other, self._family()):
             raise TypeError(f"{type(self).__name__}() takes another {self._family().__name__}, "
                             f"got {type(other).__name__}")
@@ -88,7 +107,6 @@ class Handle(NamesState):
     @classmethod
     def _naming(cls, ref: Referent | None, constant: bool = False) -> "Handle":
         obj = cls.__new__(cls)
-        Handle.__init__(obj)
         obj._ref, obj._constant = ref, constant
         if ref is not None:
             cls._family()._live[ref.number] = ref

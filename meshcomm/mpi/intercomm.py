@@ -87,8 +87,8 @@ class InterGroup:
 class Intercomm(Comm):
     """A communicator between two disjoint groups: point-to-point ranks and collective roots name the other group."""
 
-    def __init__(self, comm: Comm | None = None) -> None:
-        super().__init__(comm)
+    def _build(self, comm: Comm | None = None) -> None:
+        super()._build(comm)
         if self._group is not None and not isinstance(self._group, InterGroup):
             raise TypeError("expecting an intercommunicator, got an intracommunicator")
 
@@ -117,6 +117,19 @@ class Intercomm(Comm):
             return _pair_up(g.local, 0, color, key, lambda table: g.swap_with_other_leader(table, tag))
 
         return lane.lane(g).run(split)
+
+    def Create(self, group: Group) -> "Intercomm":
+        """Collective on both sides: each side's members of `group` (a subgroup of its local group, the same
+        on all its ranks) form a new intercommunicator, ordered as in `group`; the others get COMM_NULL."""
+        g = self._g
+        if not isinstance(group, Group):
+            raise TypeError(f"group must be an MPI.Group, got {type(group).__name__}")
+        members = group._h.ranks  # raises for GROUP_NULL
+        outside = [r for r in members if r not in g.local.ranks]
+        if outside:
+            raise err.Exception(err.ERR_GROUP, f"group has processes {outside} that are not in this side's group")
+        me = g.runtime.rank
+        return self._split_by(0, members.index(me)) if me in members else self._split_by(-1, 0)
 
     def Merge(self, high: bool = False) -> Intracomm:
         """One intracommunicator of both groups: the side that passed high=False first (ties: a fixed order)."""

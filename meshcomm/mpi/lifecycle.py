@@ -139,8 +139,11 @@ def install() -> None:
     from meshcomm.mpi import datatypes, objmodel
     from meshcomm.mpi.groups import Group
 
+    from meshcomm.mpi.matched import Message
+
     objmodel.install_handles(Datatype, lambda d: d._t, lambda d, t: setattr(d, "_t", t), datatypes._NULL)
-    for cls in (Comm, Datatype, Group):
+    objmodel.install_handles(Message, lambda m: m._held, lambda m, held: setattr(m, "_held", held), None)
+    for cls in (Comm, Datatype, Group, Message):
         objmodel.install_free(cls)
 
     from meshcomm.mpi import window

@@ -17,6 +17,7 @@ from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import messages as msg
 from meshcomm.mpi import status as st
 from meshcomm.mpi.comm import Comm, _copy_into, _unpickle
+from meshcomm.mpi.handles import BuiltInNew
 from meshcomm.mpi.request import Operation, Request
 
 
@@ -27,20 +28,30 @@ class _NoProc:
 _NO_PROC = _NoProc()
 
 
-class Message:
+class _Held:
+    """What a Message names: the mailbox and its receive holding the matched message (or _NO_PROC)."""
+
+    def __init__(self, mailbox, claimed) -> None:
+        self.mailbox, self.claimed = mailbox, claimed
+
+
+class Message(BuiltInNew):
     """A matched message, waiting to be received; falsy when MESSAGE_NULL."""
 
-    def __init__(self, message: "Message | None" = None) -> None:
+    def _build(self, message: "Message | None" = None) -> None:
         if message is not None and not isinstance(message, Message):
             raise TypeError(f"Message() takes another Message to copy, got {type(message).__name__}")
-        self._claimed = None if message is None else message._claimed  # a mailbox receive holding it, or _NO_PROC
-        self._mailbox = None if message is None else message._mailbox
+        self._held: _Held | None = None if message is None else message._held
 
     @classmethod
     def _of(cls, mailbox, claimed) -> "Message":
         message = cls()
-        message._mailbox, message._claimed = mailbox, claimed
+        message._held = _Held(mailbox, claimed)
         return message
+
+    @property
+    def _claimed(self):
+        return None if self._held is None else self._held.claimed
 
     # ----- probing
 
@@ -63,11 +74,12 @@ class Message:
         claimed = self._claimed
         if claimed is None:
             raise err.Exception(err.ERR_REQUEST, "this is MESSAGE_NULL: a message can be received only once")
+        mailbox = self._held.mailbox
         if self is not MESSAGE_NO_PROC:
-            self._claimed = None
+            self._held = None
         if claimed is _NO_PROC:
             return Request._naming(Operation(None, None, finish, C.PROC_NULL))
-        return Request._naming(Operation(self._mailbox, claimed, finish))
+        return Request._naming(Operation(mailbox, claimed, finish))
 
     def Irecv(self, buf) -> Request:
         target = msg.read_spec(buf, "buf", writable=True).array.view(np.uint8)
@@ -82,14 +94,7 @@ class Message:
     def recv(self, status: st.Status | None = None):
         return self.irecv().wait(status)
 
-    def free(self) -> None:
-        self._claimed = None
-
-    # ----- identity
-
-    @property
-    def handle(self) -> int:
-        return 0 if self._claimed is None else id(self._claimed)
+    # ----- identity (handle, fromhandle and free come from objmodel, as for the other classes)
 
     def __bool__(self) -> bool:
         return self._claimed is not None
@@ -97,18 +102,18 @@ class Message:
     def __eq__(self, other) -> bool:
         if not isinstance(other, Message):
             return NotImplemented
-        return self._claimed is other._claimed
+        return self._held is other._held
 
     def __hash__(self) -> int:
-        return self.handle
+        return id(self._held)
 
     def __reduce__(self):
         if self is MESSAGE_NULL or self is MESSAGE_NO_PROC:
             return "MESSAGE_NULL" if self is MESSAGE_NULL else "MESSAGE_NO_PROC"
         if self._claimed is None:
-            return Message, ()
+            return type(self), ()
         if self._claimed is _NO_PROC:
-            return Message, (MESSAGE_NO_PROC,)
+            return type(self), (MESSAGE_NO_PROC,)
         raise ValueError("cannot pickle a matched message: it lives in the process that probed it")
 
     def __repr__(self) -> str:

@@ -107,6 +107,9 @@ def _raw(buf, name: str, writable: bool) -> tuple[np.ndarray, np.dtype | None]:
     if buf is None or buf is BOTTOM:
         return np.empty(0, dtype=np.uint8), None
     if isinstance(buf, np.ndarray):
+        if getattr(buf, "_released", False):
+            return np.empty(0, dtype=np.uint8), None  # a released MPI.buffer holds no memory
+        buf = np.asarray(buf)  # a subclass's own indexing rules (MPI.buffer's) do not bind the bytes
         if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
             raise BufferError(f"{name} must be a contiguous array (C or Fortran order)")
         if writable and not buf.flags.writeable:

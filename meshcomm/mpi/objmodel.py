@@ -75,7 +75,7 @@ def install_free(cls: type) -> None:
         if any(self is constant for constant in constants):
             return
         if any(constant and self == constant for constant in constants):
-            type(self).__init__(self)  # a copy of a predefined handle: only the copy lets go
+            type(self)._build(self)  # a copy of a predefined handle: only the copy lets go
             return
         self.Free()
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import messages as msg
+from meshcomm.mpi.buffer import buffer
 from meshcomm.mpi.datatypes import Datatype
 
 EXTERNAL32 = "external32"
@@ -93,6 +94,8 @@ def Get_address(location) -> int:
     """The address of a buffer's first byte (0 for BOTTOM or None), for datatypes used with BOTTOM."""
     if location is None or location is msg.BOTTOM:
         return 0
+    if isinstance(location, buffer):
+        return location.address  # 0 for a buffer over no memory, as MPI says
     raw, _ = msg._raw(location, "location", writable=False)
     return int(raw.__array_interface__["data"][0])
 

@@ -20,6 +20,7 @@ from meshcomm.group.mailbox import Mailbox
 from meshcomm.mpi import constants as C
 from meshcomm.mpi import exceptions as err
 from meshcomm.mpi import status as st
+from meshcomm.mpi.handles import BuiltInNew
 
 _SLICE = 0.02
 _IDLE_SLICE = 0.001  # how long a wait with no mailbox to drive sleeps between looks
@@ -121,12 +122,12 @@ class PersistentOperation(Operation):
         self.started = True
 
 
-class Request:
+class Request(BuiltInNew):
     """A pending operation; falsy once completed (REQUEST_NULL) or freed."""
 
     _kind: str | None = None  # the operations a subclass may name (None: any)
 
-    def __init__(self, request: "Request | Mailbox | None" = None, posted=None, finish=None) -> None:
+    def _build(self, request: "Request | Mailbox | None" = None, posted=None, finish=None) -> None:
         if request is None or isinstance(request, Request):
             self._op = None if request is None else self._adopt(request._op)
         elif isinstance(request, Mailbox):
@@ -198,7 +199,7 @@ class Request:
     # ----- one request
 
     def Wait(self, status: st.Status | None = None) -> bool:
-        self.wait(status)
+        Request.wait(self, status)  # not self.wait: a subclass may redefine the lowercase form
         return True
 
     def wait(self, status: st.Status | None = None):
@@ -209,7 +210,7 @@ class Request:
         return self._complete(status)
 
     def Test(self, status: st.Status | None = None) -> bool:
-        return self.test(status)[0]
+        return Request.test(self, status)[0]
 
     def test(self, status: st.Status | None = None):
         if not self._is_active():
@@ -232,15 +233,21 @@ class Request:
     get_status = Get_status
 
     def Cancel(self) -> None:
+        if self._op is None:
+            raise err.Exception(err.ERR_REQUEST, "Cancel on REQUEST_NULL (or a request already completed or freed)")
         if self._is_active():
             self._op.cancel()
 
     cancel = Cancel
 
     def Free(self) -> None:
+        if self._op is None:
+            raise err.Exception(err.ERR_REQUEST, "Free on REQUEST_NULL (or a request already completed or freed)")
         self._op = None
 
-    free = Free
+    def free(self) -> None:
+        """mpi4py's forgiving Free: nothing to do for a null request."""
+        self._op = None
 
     def __bool__(self) -> bool:
         return self._op is not None
@@ -255,7 +262,7 @@ class Request:
 
     def __reduce__(self):
         if self._op is None:
-            return "REQUEST_NULL"
+            return "REQUEST_NULL" if self is REQUEST_NULL else (type(self), ())
         raise ValueError(f"cannot pickle {type(self).__name__} {self.handle}: an operation lives in its process")
 
     def __repr__(self) -> str:
@@ -397,12 +404,12 @@ class Prequest(Request):
 
     _kind = "prequest"
 
-    def __init__(self, request: "Request | Mailbox | None" = None, starter=None, finish=None,
+    def _build(self, request: "Request | Mailbox | None" = None, starter=None, finish=None,
                  null_source: int = C.ANY_SOURCE) -> None:
         if isinstance(request, Mailbox) or (request is None and starter is not None):
             self._op = PersistentOperation(request, starter, finish, null_source)
         else:
-            super().__init__(request)
+            super()._build(request)
 
     def Start(self) -> None:
         if self._op is None:

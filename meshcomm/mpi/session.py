@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from meshcomm.mpi import errhandler as handlers
 from meshcomm.mpi import exceptions as err
+from meshcomm.mpi.environment import AttachedBuffers
 from meshcomm.mpi.handles import Handle, Referent
 from meshcomm.mpi.info import INFO_NULL, Info
 
@@ -20,6 +21,7 @@ class _Open(Referent):
     def __init__(self, info: dict[str, str]) -> None:
         super().__init__()
         self.info = info
+        self.buffers = AttachedBuffers()
 
 
 class Session(Handle):
@@ -64,6 +66,18 @@ class Session(Handle):
             raise err.Exception(err.ERR_ARG, f"n must be in [0, {len(PSETS)}), got {n}")
         return PSETS[n]
 
+    def Attach_buffer(self, buf) -> None:
+        self._s.buffers.attach(buf)
+
+    def Detach_buffer(self):
+        return self._s.buffers.detach()
+
+    def Flush_buffer(self) -> None:
+        self._s.buffers.flush()
+
+    def Iflush_buffer(self):
+        return self._s.buffers.iflush()
+
     def Get_info(self) -> Info:
         return Info.Create(self._s.info)
 
@@ -91,5 +105,7 @@ class Session(Handle):
         return Group._of(ranks, me)
 
 
+
 SESSION_NULL = Session._naming(None, constant=True)
 handlers.install(Session, "session", lambda session: session._s)
+

@@ -9,6 +9,9 @@ from meshcomm.mpi import exceptions as err
 
 # The fields live in one int64 array, so tomemory() can hand out a writable view of them, as MPI's C struct allows.
 _SOURCE, _TAG, _ERROR, _NBYTES, _CANCELLED = range(5)
+# Where py2f's list keeps each field, as MPI's Fortran status array names them.
+F_SOURCE, F_TAG, F_ERROR = _SOURCE, _TAG, _ERROR
+F_STATUS_SIZE = 5
 
 
 class Status:

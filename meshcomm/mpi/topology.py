@@ -141,17 +141,12 @@ class Topocomm(Intracomm):
 
     _kinds: tuple[int, ...] = (CART, GRAPH, DIST_GRAPH)
 
-    def __new__(cls, comm: Comm | None = None):
-        self = super().__new__(cls)
-        Comm.__init__(self, comm)
+    def _build(self, comm: Comm | None = None) -> None:
+        Comm._build(self, comm)
         shape = shape_of(self)
-        if self._resolve() is not None and (shape is None or shape.kind not in cls._kinds):
-            raise TypeError(f"{cls.__name__} needs a communicator with a "
-                            f"{' or '.join(_KIND_NAMES[k] for k in cls._kinds)} topology")
-        return self
-
-    def __init__(self, comm: Comm | None = None) -> None:
-        pass  # built in __new__, so subclasses may pass a different communicator up than they were given
+        if self._resolve() is not None and (shape is None or shape.kind not in self._kinds):
+            raise TypeError(f"{type(self).__name__} needs a communicator with a "
+                            f"{' or '.join(_KIND_NAMES[k] for k in self._kinds)} topology")
 
     @property
     def _shape(self):

@@ -215,6 +215,19 @@ if me % 2 < min(2, rn):
 else:
     assert halves == MPI.COMM_NULL
 
+# Create: each side keeps the members of its own subgroup (here, all but its first rank when it has more),
+# ordered as the group lists them; the others get COMM_NULL.
+kept = side[1:][::-1] if len(side) > 1 else side
+partners_kept = other[1:][::-1] if len(other) > 1 else other
+sub = inter.Create(world.Get_group().Incl(kept))
+if rank in kept:
+    assert sub.Is_inter() and sub.Get_rank() == kept.index(rank) and sub.Get_remote_size() == len(partners_kept)
+    assert sub.allgather(rank) == partners_kept
+    sub.Disconnect()
+    assert sub == MPI.COMM_NULL
+else:
+    assert sub == MPI.COMM_NULL
+
 # Merge: the side that passes high=False comes first; here the odd side.
 merged = inter.Merge(high=(color == 0))
 order = other + side if color == 0 else side + other

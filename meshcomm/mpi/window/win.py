@@ -110,7 +110,7 @@ class Win(NamesState):
 
     _names = "_state"
 
-    def __init__(self, win: "Win | None" = None) -> None:
+    def _build(self, win: "Win | None" = None) -> None:
         if win is not None and not isinstance(win, Win):
             raise TypeError(f"Win() takes a Win to share, got {type(win).__name__}")
         self._state: _State | None = None if win is None else win._state
@@ -123,7 +123,7 @@ class Win(NamesState):
 
     def __reduce__(self):
         if self._state is None:
-            return "WIN_NULL"
+            return "WIN_NULL" if self is WIN_NULL else (type(self), ())
         raise ValueError("a window is memory of this job's ranks and cannot be pickled")
 
     def __repr__(self) -> str:
@@ -204,8 +204,6 @@ class Win(NamesState):
         if s.shared is not None:
             s.shared.close()
         self._state = None
-
-    free = Free
 
     # ----- identity and attributes
 
