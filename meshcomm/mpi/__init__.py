@@ -54,8 +54,8 @@ from meshcomm.mpi.exceptions import (
 )
 from meshcomm.mpi.info import INFO_ENV, INFO_NULL, MAX_INFO_KEY, MAX_INFO_VAL, Info
 from meshcomm.mpi.environment import Get_hw_resource_info, Pcontrol
-from meshcomm.mpi import file as _file
-from meshcomm.mpi.file import *  # noqa: F403 (File, FILE_NULL and the access modes; File.Open is not implemented)
+from meshcomm.mpi import io as _io
+from meshcomm.mpi.io import *  # noqa: F403 (File, FILE_NULL, the access modes and whence values, Register_datarep)
 from meshcomm.mpi.session import SESSION_NULL, Session
 
 globals().update(_DATATYPES)
@@ -91,4 +91,4 @@ __all__ = sorted(set(__all__) | {
     "Add_error_class", "Add_error_code", "Add_error_string", "Remove_error_class", "Remove_error_code",
     "Remove_error_string", "INFO_ENV", "INFO_NULL", "MAX_INFO_KEY", "MAX_INFO_VAL", "Info",
     "Get_hw_resource_info", "Pcontrol", "Flush_buffer", "Iflush_buffer", "BUFFER_AUTOMATIC", "F_ERROR", "F_SOURCE", "F_STATUS_SIZE", "F_TAG", "SESSION_NULL", "Session",
-} | set(_file.__all__))
+} | set(_io.__all__))

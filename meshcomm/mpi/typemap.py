@@ -21,7 +21,7 @@ from meshcomm.mpi.datatypes import Datatype, _Type
 def runs(t: _Type) -> np.ndarray:
     """The type map of one element of `t` as (offset, length) rows, merged; built once per type."""
     if t.runs is None:
-        t.runs = _merged(_unmerged(t))
+        t.runs = merged(_unmerged(t))
     return t.runs
 
 
@@ -48,7 +48,7 @@ def _unmerged(t: _Type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty((0, 2), dtype=np.int64)
 
 
-def _merged(rows: np.ndarray) -> np.ndarray:
+def merged(rows: np.ndarray) -> np.ndarray:
     """Drop empty runs and join each run to the next where it ends exactly where the next begins."""
     rows = rows[rows[:, 1] > 0]
     if len(rows) < 2:
@@ -68,7 +68,7 @@ def element_runs(datatype: Datatype, count: int, origin: int = 0) -> np.ndarray:
         rows = np.array([[one[0, 0], count * extent]], dtype=np.int64)
     else:
         offsets = (np.arange(count, dtype=np.int64)[:, None] * extent + one[None, :, 0]).reshape(-1)
-        rows = _merged(np.column_stack([offsets, np.tile(one[:, 1], count)]))
+        rows = merged(np.column_stack([offsets, np.tile(one[:, 1], count)]))
     return rows + np.array([origin, 0], dtype=np.int64) if origin else rows
 
 
