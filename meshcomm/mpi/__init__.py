@@ -53,7 +53,7 @@ from meshcomm.mpi.exceptions import (
     Add_error_class, Add_error_code, Add_error_string, Remove_error_class, Remove_error_code, Remove_error_string,
 )
 from meshcomm.mpi.info import INFO_ENV, INFO_NULL, MAX_INFO_KEY, MAX_INFO_VAL, Info
-from meshcomm.mpi.environment import Get_hw_resource_info, Pcontrol
+from meshcomm.mpi.environment import Get_abi_fortran_info, Get_abi_info, Get_abi_version, Get_hw_resource_info, Pcontrol
 from meshcomm.mpi import io as _io
 from meshcomm.mpi.io import *  # noqa: F403 (File, FILE_NULL, the access modes and whence values, Register_datarep)
 from meshcomm.mpi.session import SESSION_NULL, Session
@@ -90,5 +90,5 @@ __all__ = sorted(set(__all__) | {
     "ERRHANDLER_NULL", "ERRORS_ABORT", "ERRORS_ARE_FATAL", "ERRORS_RETURN", "Errhandler",
     "Add_error_class", "Add_error_code", "Add_error_string", "Remove_error_class", "Remove_error_code",
     "Remove_error_string", "INFO_ENV", "INFO_NULL", "MAX_INFO_KEY", "MAX_INFO_VAL", "Info",
-    "Get_hw_resource_info", "Pcontrol", "Flush_buffer", "Iflush_buffer", "BUFFER_AUTOMATIC", "F_ERROR", "F_SOURCE", "F_STATUS_SIZE", "F_TAG", "SESSION_NULL", "Session",
+    "Get_hw_resource_info", "Pcontrol", "Get_abi_version", "Get_abi_info", "Get_abi_fortran_info", "Flush_buffer", "Iflush_buffer", "BUFFER_AUTOMATIC", "F_ERROR", "F_SOURCE", "F_STATUS_SIZE", "F_TAG", "SESSION_NULL", "Session",
 } | set(_io.__all__))

@@ -57,6 +57,27 @@ def Get_library_version() -> str:
     return f"meshcomm {__version__} (MPI face)"
 
 
+def Get_abi_version() -> tuple[int, int]:
+    """(-1, -1): meshcomm.MPI is Python, not an MPI library with the standard C ABI (MPI 5.0)."""
+    return -1, -1
+
+
+def Get_abi_info():
+    """The sizes of the address, count and offset integers, as MPI 5.0's ABI info names them."""
+    from meshcomm.mpi.datatypes import PREDEFINED
+    from meshcomm.mpi.info import Info
+
+    return Info.Create({f"mpi_{name.lower()}_size": str(PREDEFINED[name].Get_size())
+                        for name in ("AINT", "COUNT", "OFFSET")})
+
+
+def Get_abi_fortran_info():
+    """INFO_NULL: there is no Fortran side to describe."""
+    from meshcomm.mpi.info import INFO_NULL
+
+    return INFO_NULL
+
+
 def get_vendor() -> tuple[str, tuple[int, int, int]]:
     from meshcomm._version import __version__
 

@@ -55,6 +55,7 @@ CORE_FILES: dict[str, list[str]] = {
     "test_grequest": [],
     "test_msgzero": [],
     "test_util_sync": [],
+    "test_util_pkl5": [],
     "test_util_pool": [],
     "test_subclass": [],
     "test_buffer": [],

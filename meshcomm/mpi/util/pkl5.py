@@ -98,13 +98,13 @@ class Request:
 
     def Free(self) -> None:
         for part in self._parts:
-            part.Free()
+            part.free()  # parts already completed are null, and MPI's Free refuses those
         self._finish = self._status = None
 
     free = Free
 
     def cancel(self) -> None:
-        for part in self._parts:
+        for part in filter(None, self._parts):  # parts already completed are null, and Cancel refuses those
             part.Cancel()
 
     def get_status(self, status: Status | None = None) -> bool:
