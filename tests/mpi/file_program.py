@@ -13,6 +13,17 @@ rank, size = comm.Get_rank(), comm.Get_size()
 path = comm.bcast(str(pathlib.Path(tempfile.mkdtemp(prefix="meshcomm-io-")) / "data") if rank == 0 else None,
                   root=0)
 
+# A failure on one rank (rank 0 cannot create a file that exists) is raised on every rank, with rank 0's class.
+if rank == 0:
+    pathlib.Path(path).write_bytes(b"")
+comm.Barrier()
+try:
+    MPI.File.Open(comm, path, MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_EXCL)
+    raise AssertionError("MODE_EXCL opened a file that exists")
+except MPI.Exception as error:
+    assert error.Get_error_class() == MPI.ERR_FILE_EXISTS, error
+comm.Barrier()
+
 fh = MPI.File.Open(comm, path, MPI.MODE_RDWR | MPI.MODE_CREATE | MPI.MODE_DELETE_ON_CLOSE)
 
 # Shared pointer: every rank appends records of its own at once; each lands whole, none overlaps another.

@@ -1,4 +1,4 @@
-"""MPI-IO: MPI.File and its constants, and Register_datarep (file.py, view.py, pointer.py)."""
+"""MPI-IO: MPI.File and its constants, and Register_datarep (file.py; view.py, pointer.py and posix.py beneath it)."""
 
 from meshcomm.mpi.io.file import (
     DISPLACEMENT_CURRENT, FILE_NULL, MODE_APPEND, MODE_CREATE, MODE_DELETE_ON_CLOSE, MODE_EXCL, MODE_RDONLY,

@@ -16,7 +16,6 @@ See docs/mpi.md.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 
 import numpy as np
@@ -30,6 +29,7 @@ from meshcomm.mpi.comm import Intracomm
 from meshcomm.mpi.datatypes import PREDEFINED, Datatype
 from meshcomm.mpi.handles import Handle, Referent
 from meshcomm.mpi.info import INFO_NULL, Info
+from meshcomm.mpi.io import posix
 from meshcomm.mpi.io.pointer import SharedPointer
 from meshcomm.mpi.io.view import View
 from meshcomm.mpi.request import Operation, Request
@@ -38,18 +38,6 @@ MODE_CREATE, MODE_RDONLY, MODE_WRONLY, MODE_RDWR = 1, 2, 4, 8
 MODE_DELETE_ON_CLOSE, MODE_UNIQUE_OPEN, MODE_EXCL, MODE_APPEND, MODE_SEQUENTIAL = 16, 32, 64, 128, 256
 SEEK_SET, SEEK_CUR, SEEK_END = 600, 602, 604
 DISPLACEMENT_CURRENT = -54278278
-
-_ERRNO_CLASSES = {
-    errno.ENOENT: err.ERR_NO_SUCH_FILE, errno.EEXIST: err.ERR_FILE_EXISTS, errno.EACCES: err.ERR_ACCESS,
-    errno.EPERM: err.ERR_ACCESS, errno.EROFS: err.ERR_READ_ONLY, errno.ENOSPC: err.ERR_NO_SPACE,
-    errno.EDQUOT: err.ERR_QUOTA, errno.ENAMETOOLONG: err.ERR_BAD_FILE, errno.EISDIR: err.ERR_BAD_FILE,
-    errno.ENOTDIR: err.ERR_BAD_FILE,
-}
-
-
-def _mpi_error(error: OSError, what: str) -> err.Exception:
-    return err.Exception(_ERRNO_CLASSES.get(error.errno, err.ERR_IO), f"{what}: {error.strerror or error}")
-
 
 def _agree(comm: Intracomm, failure: err.Exception | None, what: str) -> None:
     """Collective: raise on every rank if any rank failed (its own error, or the first failing rank's)."""
@@ -121,13 +109,13 @@ class File(Handle):
         filecomm = comm.Dup()  # the file's own collectives never meet the caller's messages
         fd, failure = -1, None
         creating = flags & os.O_CREAT
-        if filecomm.Get_rank() == 0 or not creating:
-            fd, failure = _open(path, flags)
-        if creating:  # the others open once rank 0 has created it, without O_EXCL
-            _agree(filecomm, failure, f"File.Open of {path!r}")
-            if filecomm.Get_rank() != 0:
-                fd, failure = _open(path, flags & ~(os.O_CREAT | os.O_EXCL))
         try:
+            if filecomm.Get_rank() == 0 or not creating:
+                fd, failure = posix.open_file(path, flags)
+            if creating:  # the others open once rank 0 has created it, without O_EXCL
+                _agree(filecomm, failure, f"File.Open of {path!r}")
+                if filecomm.Get_rank() != 0:
+                    fd, failure = posix.open_file(path, flags & ~(os.O_CREAT | os.O_EXCL))
             _agree(filecomm, failure, f"File.Open of {path!r}")
         except err.Exception:
             if fd >= 0:
@@ -167,7 +155,7 @@ class File(Handle):
         try:
             os.unlink(path)
         except OSError as error:
-            raise _mpi_error(error, f"File.Delete of {path!r}") from None
+            raise posix.mpi_error(error, f"File.Delete of {path!r}") from None
 
     # ----- size, group, mode, info
 
@@ -192,7 +180,7 @@ class File(Handle):
             try:
                 os.ftruncate(f.fd, size)
             except OSError as error:
-                failure = _mpi_error(error, f"resizing {f.path!r}")
+                failure = posix.mpi_error(error, f"resizing {f.path!r}")
         _agree(f.comm, failure, what)
 
     def Get_group(self):
@@ -312,7 +300,7 @@ class File(Handle):
             os.fsync(f.fd)
         except OSError as error:
             if error.errno not in (errno.EINVAL, errno.EROFS):  # a file that cannot be synced (a device) has nothing to sync
-                failure = _mpi_error(error, f"syncing {f.path!r}")
+                failure = posix.mpi_error(error, f"syncing {f.path!r}")
         _agree(f.comm, failure, "Sync")
 
     # ----- moving data: the three kinds of position
@@ -330,10 +318,10 @@ class File(Handle):
             raise err.Exception(err.ERR_ARG, f"the buffer's {nbytes} bytes are not whole etypes "
                                              f"({f.view.esize} bytes each)")
         runs = f.view.file_runs(position * f.view.esize, nbytes)
-        with _Locked(f, runs, writing):
+        with posix.RangeLock(f.fd if f.atomic else None, runs, writing):
             if writing:
-                return _write(f.fd, runs, np.ascontiguousarray(spec.array).view(np.uint8).reshape(-1))
-            moved = _read(f.fd, runs, spec.array)
+                return posix.write_runs(f.fd, runs, np.ascontiguousarray(spec.array).view(np.uint8).reshape(-1))
+            moved = posix.read_runs(f.fd, runs, spec.array)
         spec.store()
         return moved
 
@@ -500,62 +488,6 @@ def _flags(amode: int) -> int:
     if amode & MODE_EXCL:
         flags |= os.O_EXCL
     return flags | getattr(os, "O_CLOEXEC", 0)
-
-
-def _open(path: str, flags: int) -> tuple[int, err.Exception | None]:
-    try:
-        return os.open(path, flags, 0o666), None
-    except OSError as error:
-        return -1, _mpi_error(error, f"opening {path!r}")
-
-
-def _write(fd: int, runs: np.ndarray, data: np.ndarray) -> int:
-    done = 0
-    for offset, length in runs.tolist():
-        piece = memoryview(data[done : done + length])
-        while piece.nbytes:
-            try:
-                written = os.pwrite(fd, piece, offset)
-            except OSError as error:
-                raise _mpi_error(error, "writing") from None
-            piece, offset, done = piece[written:], offset + written, done + written
-    return done
-
-
-def _read(fd: int, runs: np.ndarray, target: np.ndarray) -> int:
-    """Read into `target` (a 1-D array) until the runs end or the file does; the bytes read."""
-    data = bytearray(int(runs[:, 1].sum()) if len(runs) else 0)
-    done = 0
-    for offset, length in runs.tolist():
-        try:
-            got = os.preadv(fd, [memoryview(data)[done : done + length]], offset)
-        except OSError as error:
-            raise _mpi_error(error, "reading") from None
-        done += got
-        if got < length:
-            break  # the end of the file
-    whole = done // target.itemsize
-    target[:whole] = np.frombuffer(data, dtype=target.dtype, count=whole)
-    return done
-
-
-class _Locked:
-    """In atomic mode, a POSIX record lock over the bytes an access touches, for its duration."""
-
-    def __init__(self, f: _Open, runs: np.ndarray, writing: bool) -> None:
-        self._fd = f.fd if f.atomic and len(runs) else None
-        if self._fd is not None:
-            self._start = int(runs[:, 0].min())
-            self._length = int((runs[:, 0] + runs[:, 1]).max()) - self._start
-            self._kind = fcntl.LOCK_EX if writing else fcntl.LOCK_SH
-
-    def __enter__(self) -> None:
-        if self._fd is not None:
-            fcntl.lockf(self._fd, self._kind, self._length, self._start)
-
-    def __exit__(self, *exc) -> None:
-        if self._fd is not None:
-            fcntl.lockf(self._fd, fcntl.LOCK_UN, self._length, self._start)
 
 
 class _NullFile:
