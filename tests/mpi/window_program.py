@@ -66,6 +66,7 @@ win.Accumulate(np.arange(4, dtype=np.float64) * (rank + 1), 0, op=MPI.SUM)
 win.Fence()
 if rank == 0:
     assert np.array_equal(values, np.arange(4) * sum(r + 1 for r in range(size))), values
+comm.Barrier()  # the lock epochs below may change rank 0's memory; not before it has looked
 before = np.zeros(4, dtype=np.float64)
 win.Lock(0)
 win.Get_accumulate(np.full(4, 1e6, dtype=np.float64), before, 0, op=MPI.MAX)
