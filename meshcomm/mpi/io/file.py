@@ -305,14 +305,18 @@ class File(Handle):
 
     # ----- moving data: the three kinds of position
 
-    def _access(self, buf, position: int, writing: bool) -> int:
-        """Move the buffer's data to or from the view at `position` (etypes); the bytes moved."""
+    def _spec(self, buf, writing: bool) -> msg.Spec:
+        """The buffer's elements, once the file's access mode allows the access (checked before anything moves)."""
         f = self._f
         if writing and f.amode & MODE_RDONLY:
             raise err.Exception(err.ERR_READ_ONLY, f"{f.path!r} was opened MODE_RDONLY")
         if not writing and f.amode & MODE_WRONLY:
             raise err.Exception(err.ERR_ACCESS, f"{f.path!r} was opened MODE_WRONLY")
-        spec = msg.read_spec(buf, "buf", writable=not writing)
+        return msg.read_spec(buf, "buf", writable=not writing)
+
+    def _access(self, spec: msg.Spec, position: int, writing: bool) -> int:
+        """Move the elements to or from the view at `position` (etypes); the bytes moved."""
+        f = self._f
         nbytes = spec.array.nbytes
         if nbytes % f.view.esize:
             raise err.Exception(err.ERR_ARG, f"the buffer's {nbytes} bytes are not whole etypes "
@@ -325,36 +329,34 @@ class File(Handle):
         spec.store()
         return moved
 
-    def _count(self, buf) -> int:
-        """The etypes a buffer holds (what a shared-pointer access moves the pointer by)."""
-        nbytes = msg.read_spec(buf, "buf").array.nbytes
-        return nbytes // self._f.view.esize
-
     def _at(self, offset, buf, status, writing: bool) -> int:
-        moved = self._access(buf, _nonnegative(offset), writing)
+        moved = self._access(self._spec(buf, writing), _nonnegative(offset), writing)
         _status(status, moved)
         return moved
 
     def _individual(self, buf, status, writing: bool) -> int:
         f = self._f
-        moved = self._access(buf, f.position, writing)
+        moved = self._access(self._spec(buf, writing), f.position, writing)
         f.position += moved // f.view.esize
         _status(status, moved)
         return moved
 
     def _shared(self, buf, status, writing: bool) -> int:
+        """The shared pointer moves on by the etypes the buffer holds."""
         f = self._f
-        moved = self._access(buf, f.shared.advance(self._count(buf)), writing)
+        spec = self._spec(buf, writing)
+        moved = self._access(spec, f.shared.advance(spec.array.nbytes // f.view.esize), writing)
         _status(status, moved)
         return moved
 
     def _ordered(self, buf, status, writing: bool) -> int:
         """Collective: rank r's data goes after ranks 0..r-1's, from the shared pointer on, which moves past all."""
         f = self._f
-        counts = f.comm.allgather(self._count(buf))
+        spec = self._spec(buf, writing)
+        counts = f.comm.allgather(spec.array.nbytes // f.view.esize)
         base = f.shared.advance(sum(counts)) if f.comm.Get_rank() == 0 else None
         base = f.comm.bcast(base, root=0)
-        moved = self._access(buf, base + sum(counts[: f.comm.Get_rank()]), writing)
+        moved = self._access(spec, base + sum(counts[: f.comm.Get_rank()]), writing)
         _status(status, moved)
         return moved
 
