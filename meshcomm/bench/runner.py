@@ -125,9 +125,14 @@ def _stoppable() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+# Marks an mpiexec job's processes, so that an interrupted sweep can find every one.
+_JOB_VARIABLE = "MESHCOMM_BENCH_JOB"
+
+
 def _mpiexec(cmd: list[str], nproc: int, stdout: TextIO, stderr: TextIO) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESHCOMM_") and k not in _RANK_VARIABLES}
     env["PYTHONUNBUFFERED"] = "1"
+    env[_JOB_VARIABLE] = job = f"{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.Popen(["mpiexec", "-n", str(nproc), *cmd], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     assert proc.stdout is not None and proc.stderr is not None
@@ -137,15 +142,46 @@ def _mpiexec(cmd: list[str], nproc: int, stdout: TextIO, stderr: TextIO) -> int:
         _copy(proc.stdout, stdout)
         code = proc.wait()
     finally:
-        if proc.poll() is None:  # interrupted: hydra stops its ranks on SIGTERM
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc.poll() is None:  # interrupted
+            _stop_mpiexec(proc, job)
         errors.join(timeout=5)
     return code
+
+
+def _stop_mpiexec(proc: subprocess.Popen, job: str) -> None:
+    """SIGTERM mpiexec, then SIGKILL whatever of its job outlives it.
+
+    Hydra starts each rank in a session of its own, so no process-group signal
+    reaches them, and a SIGTERM that comes while hydra is still starting them
+    can leave them running. They carry the job's token in their environment.
+    """
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while (left := _processes_with(f"{_JOB_VARIABLE}={job}".encode())) and time.monotonic() < deadline:
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
+def _processes_with(entry: bytes) -> list[int]:
+    """This user's processes whose environment holds `entry` (none where /proc is absent)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if entry in f.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def _copy(source, sink: TextIO) -> None:

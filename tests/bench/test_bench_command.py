@@ -148,3 +148,41 @@ def test_a_reader_that_leaves_stops_the_table_not_the_job(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert [row["bytes"] for row in lines_of(out)] == [8, 1024]
+
+
+ORPHAN_MAKER = """
+import os, signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"],
+    start_new_session=True, stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_interrupted_mpiexec_leaves_no_process_of_its_job_behind() -> None:
+    """Hydra's ranks live in sessions of their own; a stand-in whose 'rank' ignores SIGTERM and outlives it."""
+    from meshcomm.bench import runner
+
+    job = f"test-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ, **{runner._JOB_VARIABLE: job})
+    with started([sys.executable, "-c", ORPHAN_MAKER], env=env, stdout=subprocess.PIPE, text=True) as proc:
+        orphan = int(proc.stdout.readline())
+        runner._stop_mpiexec(proc, job)
+    assert proc.returncode is not None
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{orphan}") and _is_running(orphan) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _is_running(orphan)
+    if alive:
+        os.kill(orphan, signal.SIGKILL)
+    assert not alive, "the job's detached process outlived the stop"
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
