@@ -36,10 +36,11 @@ _EXPORTS: dict[str, str] = {
         "meshcomm.api.objects"),
     **dict.fromkeys(["ReduceOp", "_make_nccl_premul_sum"], "meshcomm.api.ops"),
     **dict.fromkeys(["P2POp", "batch_isend_irecv", "irecv", "isend", "recv", "send"], "meshcomm.api.p2p"),
+    **dict.fromkeys(["agree", "failed_ranks", "is_revoked", "revoke", "shrink"], "meshcomm.api.survival"),
     "GroupMember": "meshcomm.api.state",
     **dict.fromkeys(
         ["AbortedError", "AuthenticationError", "CollectiveMismatchError", "CommTimeoutError", "MeshcommError",
-         "PeerLostError", "RendezvousError"],
+         "PeerLostError", "RendezvousError", "RevokedError"],
         "meshcomm.errors"),
     "Group": "meshcomm.group.group",
     "Work": "meshcomm.group.work",

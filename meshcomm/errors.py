@@ -41,3 +41,7 @@ class AuthenticationError(MeshcommError):
 
 class AbortedError(MeshcommError):
     """The operation was cancelled by abort() or by a failure elsewhere in the group."""
+
+
+class RevokedError(AbortedError):
+    """The group was revoked (by a member's revoke(), or replaced by shrink()): its calls raise at once."""

@@ -12,14 +12,14 @@ import meshcomm
 EXPECTED = {
     "AbortedError", "AuthenticationError", "Backend", "CollectiveMismatchError", "CommTimeoutError", "DeviceMesh",
     "Group", "GroupMember", "MeshcommError", "P2POp", "PeerLostError", "ProcessGroup", "ReduceOp",
-    "RendezvousError", "Work", "abort", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce",
+    "RendezvousError", "RevokedError", "Work", "abort", "agree", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce",
     "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
-    "destroy_process_group", "exscan", "gather", "gather_object", "get_backend", "get_global_rank",
+    "destroy_process_group", "exscan", "failed_ranks", "gather", "gather_object", "get_backend", "get_global_rank",
     "get_group_rank", "get_process_group_ranks", "get_rank", "get_world_size", "init_device_mesh",
     "init_process_group", "irecv", "is_available", "is_gloo_available", "is_initialized", "is_meshcomm_available",
-    "is_mpi_available", "is_nccl_available", "isend", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
-    "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scan", "scatter",
-    "scatter_object_list", "send", "send_object_list", "split", "split_group",
+    "is_mpi_available", "is_nccl_available", "is_revoked", "isend", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
+    "recv", "recv_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "revoke", "scan", "scatter",
+    "scatter_object_list", "send", "send_object_list", "shrink", "split", "split_group",
 }
 SUBMODULES = ["MPI", "device_mesh", "errors", "torch_backend", "mpi"]
 

@@ -71,11 +71,14 @@ class Seat:
                                self._transport.spin_seconds, check_peers, self._group_name, self._ranks)
 
     def _ready(self, seq: int, timeout: float):
-        """Before call `seq`: nothing is posted after an abort (what a message's send would raise), and the board
+        """Before call `seq`: nothing is posted after an abort or a revoke (what a message's send would raise), and the board
         is joined at the group's first call on it. Returns the call's liveness check, `check_peers(missing)`."""
         transport = self._transport
         transport.raise_if_aborted()
         ranks, group_id = self._ranks, self._group_id
+        revoked = transport.revoked(group_id)
+        if revoked is not None:
+            raise revoked
 
         def check_peers(missing) -> None:
             transport.check_call([ranks[m] for m in missing], group_id, seq)

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-restarts", "--max_restarts", dest="max_restarts", type=argtypes.non_negative_int,
                         default=0, help="when a rank fails, stop every rank and start them all again, up to this many "
                                         "times (MESHCOMM_RESTART_COUNT tells the program the attempt; default 0)")
+    parser.add_argument("--on-failure", "--on_failure", dest="on_failure", choices=("stop", "continue"),
+                        default="stop", help="when a rank is killed: 'stop' every rank (default), or 'continue' so "
+                                             "that the survivors can shrink their groups and go on")
     parser.add_argument("-m", "--module", action="store_true",
                         help="the program is a Python module, run as `python -m module`")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py | module | -- command",
@@ -94,5 +97,8 @@ def run(args: argparse.Namespace) -> int:
         grace = kill_grace()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.on_failure == "continue" and args.max_restarts:
+        raise UsageError("--on-failure continue and --max-restarts are alternatives: survivors carry on, or all "
+                         "ranks restart")
     return run_job(cmd, layout, prefix=args.prefix, grace=grace, max_restarts=args.max_restarts,
-                   fresh_port=args.master_port == 0)
+                   fresh_port=args.master_port == 0, carry_on=args.on_failure == "continue")

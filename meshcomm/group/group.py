@@ -68,6 +68,7 @@ class Group:
         self._pending = 0
         self._worker: threading.Thread | None = None
         self.destroyed = False
+        self.failed: tuple[int, ...] = ()  # members found gone by the last agreement or shrink (survival.py)
         self._chooser: Chooser | None = None  # built at the first automatic choice
         self._debug = runtime.settings.debug in ("INFO", "DEBUG")
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed

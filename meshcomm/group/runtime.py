@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from meshcomm import config
 from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.choice import parse_override
-from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError
+from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError, RevokedError
 from meshcomm.group.group import Group
 from meshcomm.group import health
 from meshcomm.group.health import Monitor
+from meshcomm.rendezvous import lifeline
 from meshcomm.security import auth, tls
 from meshcomm.rendezvous.store import PrefixStore, Store, wait_for_keys
 from meshcomm.trace.flight_recorder import FlightRecorder
@@ -51,8 +52,10 @@ _STARTED_SLICE = 0.1  # a rank waiting for the others to finish starting looks a
 class Runtime:
     def __init__(
         self, rank: int, world_size: int, store: Store, timeout: float, master_addr: str | None, backend: str,
-        token: bytes | None = None,
+        token: bytes | None = None, lifelines: Sequence[str] | None = None, lineage: str = "w",
     ) -> None:
+        """`lifelines` and `lineage` are given for a group of survivors (survival.py); a job's first group
+        publishes its members' lifelines in the store instead."""
         self.rank = rank
         self.world_size = world_size
         self.store = store
@@ -61,13 +64,15 @@ class Runtime:
         self.settings = config.settings()
         self.algorithm_override = parse_override(config.get("MESHCOMM_ALGO"), ALGORITHMS)
         self.tuning, self.cores = self._agreed_tuning(PrefixStore("meshcomm/tuner", store))
+        self.token = auth.job_token() if token is None else token
+        self.address = advertised_address(master_addr)
         self.transport = SocketTransport(
             rank,
             world_size,
             PrefixStore("meshcomm", store),
-            auth.job_token() if token is None else token,
+            self.token,
             timeout,
-            advertised_address(master_addr),
+            self.address,
             tls.from_environment(),
         )
         # Decided once: with MESHCOMM_TRACE unset nothing is wrapped and every
@@ -88,7 +93,29 @@ class Runtime:
         self.monitor = Monitor(self, PrefixStore("meshcomm", store))
         self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
         atexit.register(self._let_peers_finish)  # a program that exits without destroy_process_group
+        self.lineage = lineage
+        self.lifeline = lifeline.of_process(self.address, self.token)
+        lifelines_store = PrefixStore("meshcomm/lifeline", store)
+        if lifelines is None:
+            lifelines_store.set(str(rank), self.lifeline.address)
         self._wait_until_every_rank_started()
+        self.lifelines = list(lifelines) if lifelines is not None else self._read_lifelines(lifelines_store)
+        self._agreements: dict[int, int] = {}  # group id -> agreements made on it, for their topics
+
+    def _read_lifelines(self, store: Store) -> list[str] | None:
+        """Every member's lifeline address (each was set before its member started); None if the store left
+        before this rank read them all (a shrink then says so)."""
+        try:
+            return [store.get(str(r), timeout=min(self.timeout, 5.0)).decode() for r in range(self.world_size)]
+        except (PeerLostError, CommTimeoutError):
+            return None
+
+    def agreement_topic(self, group: Group, what: str) -> str:
+        """A name for the next agreement on `group`, the same on every member (they make them in one order)."""
+        with self._lock:
+            count = self._agreements.get(group.group_id, 0)
+            self._agreements[group.group_id] = count + 1
+        return f"{self.lineage}/{group.group_id}/{what}{count}"
 
     def _wait_until_every_rank_started(self) -> None:
         """The last step of start-up: no rank returns while another still reads the store for its own start-up, so
@@ -160,7 +187,7 @@ class Runtime:
         see a peer leave can say why it left."""
         where = f"seq {seq} in group {group.group_name!r}"
         self.failed = True
-        if isinstance(error, AbortedError) and self.aborted is error:
+        if isinstance(error, RevokedError) or (isinstance(error, AbortedError) and self.aborted is error):
             return error
         if getattr(error, "from_notice", False):
             return type(error)(f"{error}, at {where}; {self._dump(f'told by a peer at {where}: {error}')}",
@@ -213,6 +240,11 @@ class Runtime:
         self.abort_locally(AbortedError(f"rank {self.rank}: aborted by abort()" + (f": {reason}" if reason else "")),
                            notice=reason)
 
+    def retire(self, error: AbortedError) -> None:
+        """Replaced by a group of survivors (survival.shrink): every call here raises `error`; let go of the job."""
+        self.abort_locally(error)
+        self.close()
+
     def abort_locally(self, error: AbortedError, notice: str | None = None) -> None:
         with self._lock:
             if self.aborted is not None:
@@ -234,6 +266,8 @@ class Runtime:
         """If this rank serves the job's store, serve on until the other ranks have left it (at most the
         timeout; after a failure, as long as they need to report): a rank may exit right after its last call
         while its peers' later calls still need the store (a sub-group's first board call, a rendezvous)."""
+        if hasattr(self.store, "leave"):
+            self.store.leave()
         if hasattr(self.store, "linger"):
             self.store.linger(health.REPORT_WAIT_SECONDS + 1.0 if self.failed else self.timeout)
 

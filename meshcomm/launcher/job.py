@@ -94,6 +94,7 @@ def launch(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     max_restarts: int = 0,
+    carry_on: bool = False,
 ) -> int:
     """Run `cmd` as ranks node_rank*nproc ... node_rank*nproc+nproc-1 and return the job's exit code.
 
@@ -113,7 +114,7 @@ def launch(
         env_extra=env_extra,
     )
     return run_job(cmd, layout, prefix=prefix, env_extra=env_extra, grace=grace, stdout=stdout, stderr=stderr,
-                   max_restarts=max_restarts, fresh_port=master_port == 0)
+                   max_restarts=max_restarts, fresh_port=master_port == 0, carry_on=carry_on)
 
 
 def run_job(
@@ -127,6 +128,7 @@ def run_job(
     stderr: TextIO | None = None,
     max_restarts: int = 0,
     fresh_port: bool = False,
+    carry_on: bool = False,
 ) -> int:
     """launch() for a layout already made: starts, supervises, reports on stderr, returns the exit code.
 
@@ -134,6 +136,9 @@ def run_job(
     (torchrun's elastic restarts): a new store generation each time (a new job id, a token derived from the job's
     for that attempt, and a new port when `fresh_port`), with MESHCOMM_RESTART_COUNT and
     TORCHELASTIC_RESTART_COUNT telling the program which attempt it is. The exit code is the last attempt's.
+
+    With `carry_on` (--on-failure continue), a rank killed by a signal does not stop the others, which may shrink
+    their groups and go on; the job then fails only if a rank exits with an error, or the last one is killed.
     """
     if isinstance(cmd, str) or not cmd or not all(isinstance(part, str) for part in cmd):
         raise TypeError(f"cmd must be a non-empty list of str, got {cmd!r}")
@@ -150,7 +155,7 @@ def run_job(
         extra = {**(env_extra or {}), "MESHCOMM_RESTART_COUNT": str(attempt),
                  "TORCHELASTIC_RESTART_COUNT": str(attempt), "TORCHELASTIC_MAX_RESTARTS": str(max_restarts)}
         supervisor = Supervisor(rank_specs(cmd, layout, extra), prefix=prefix, grace=grace,
-                                stdout=stdout if stdout is not None else sys.stdout, stderr=err)
+                                stdout=stdout if stdout is not None else sys.stdout, stderr=err, carry_on=carry_on)
         result = supervisor.run()
         shm.remove_segments(layout.job_id)
         for line in describe(result):

@@ -71,6 +71,7 @@ class JobResult:
     interrupted_by: int | None = None
     start_error: str | None = None
     stopped: list[int] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)  # killed by a signal while the others carried on
 
 
 @dataclass
@@ -97,12 +98,15 @@ class Supervisor:
         grace: float = 5.0,
         stdout: TextIO,
         stderr: TextIO,
+        carry_on: bool = False,
     ) -> None:
+        """With `carry_on`, a rank killed by a signal does not stop the others (they may shrink and go on)."""
         if not ranks:
             raise ValueError("ranks must not be empty")
         if grace < 0:
             raise ValueError(f"grace must be >= 0 seconds, got {grace}")
         self._specs = list(ranks)
+        self._carry_on = carry_on
         self._prefix = prefix
         self._grace = grace
         self._stdout = Sink(stdout)
@@ -163,6 +167,7 @@ class Supervisor:
         stop_started: float | None = None
         killed = False
         stopped: list[int] = []
+        lost: list[int] = []  # ranks killed by a signal that the others carried on without (carry_on)
         while pending:
             try:
                 kind, a, b = self._events.get(timeout=POLL_SECONDS)
@@ -171,7 +176,12 @@ class Supervisor:
             else:
                 if kind == "exit":
                     pending -= 1
-                    if b != 0 and failed is None and interrupted_by is None and stop_started is None:
+                    if b < 0 and self._carry_on and pending and interrupted_by is None and stop_started is None:
+                        lost.append(a)
+                        self._stderr.write(f"meshcomm run: rank {self._running[a].spec.rank} was lost "
+                                           f"({describe_returncode(b)}); the others carry on "
+                                           "(--on-failure continue)\n".encode())
+                    elif b != 0 and failed is None and interrupted_by is None and stop_started is None:
                         failed = a
                         stopped = self._live_ranks()
                         self._signal_all(signal.SIGTERM)
@@ -202,10 +212,11 @@ class Supervisor:
                 returncode=returncode,
                 stderr_tail=running.pumps[1].tail(),
             )
-            return self._result(exit_code=failure.exit_code, failure=failure, stopped=stopped)
+            return self._result(exit_code=failure.exit_code, failure=failure, stopped=stopped, lost=lost)
         if interrupted_by is not None:
-            return self._result(exit_code=128 + interrupted_by, interrupted_by=interrupted_by, stopped=stopped)
-        return self._result(exit_code=0)
+            return self._result(exit_code=128 + interrupted_by, interrupted_by=interrupted_by, stopped=stopped,
+                                lost=lost)
+        return self._result(exit_code=0, lost=lost)
 
     def _live_ranks(self) -> list[int]:
         return [r.spec.rank for r in self._running if r.popen.returncode is None]
@@ -218,6 +229,7 @@ class Supervisor:
         interrupted_by: int | None = None,
         start_error: str | None = None,
         stopped: Sequence[int] = (),
+        lost: Sequence[int] = (),
     ) -> JobResult:
         return JobResult(
             exit_code=exit_code,
@@ -226,6 +238,7 @@ class Supervisor:
             interrupted_by=interrupted_by,
             start_error=start_error,
             stopped=list(stopped),
+            lost=[self._running[i].spec.rank for i in lost],
         )
 
     def _signal_all(self, sig: int, include_exited: bool = False) -> None:

@@ -19,8 +19,9 @@ def describe(result: JobResult, who: str = "meshcomm run") -> list[str]:
         name = signal.Signals(result.interrupted_by).name
         return [f"{who}: received {name}; forwarded it to {len(result.stopped)} running rank(s) {result.stopped}"]
     failure = result.failure
+    carried = [f"{who}: the job carried on without lost rank(s) {result.lost}"] if result.lost else []
     if failure is None:
-        return []
+        return carried
     how = describe_returncode(failure.returncode)
     lines = [f"{who}: rank {failure.rank} (local rank {failure.local_rank}, pid {failure.pid}) failed first: {how}"]
     if failure.stderr_tail:
@@ -29,4 +30,4 @@ def describe(result: JobResult, who: str = "meshcomm run") -> list[str]:
     else:
         lines.append(f"{who}: rank {failure.rank} wrote nothing to stderr")
     lines.append(f"{who}: stopped {_ranks(result.stopped)}")
-    return lines
+    return carried + lines

@@ -46,6 +46,7 @@ from meshcomm.mpi.split_type import (
 )
 from meshcomm.mpi import window as _window
 from meshcomm.mpi.window import *  # noqa: F403 (MPI.Win, WIN_NULL and the one-sided constants)
+from meshcomm.mpi import ulfm as _ulfm  # noqa: F401 (adds Revoke, Agree, Shrink, ... to Comm)
 from meshcomm.mpi import lifecycle as _lifecycle  # noqa: F401 (attributes, error handlers, info on Comm, Datatype, Win)
 from meshcomm.mpi.attributes import APPNUM, HOST, IO, LASTUSEDCODE, TAG_UB, UNIVERSE_SIZE, WTIME_IS_GLOBAL
 from meshcomm.mpi.errhandler import ERRHANDLER_NULL, ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN, Errhandler

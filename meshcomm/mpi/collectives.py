@@ -449,7 +449,7 @@ _STARTABLE = (
 
 def _in_lane(name: str, method):
     def blocking(self, *args, **kwargs):
-        g = self._g
+        g = self._live
         return lane.lane(g).run(lambda: method(self, *args, **kwargs))
 
     blocking.__name__ = blocking.__qualname__ = name
@@ -461,7 +461,7 @@ def _started(name: str, method):
     """Ibcast and its kin: the blocking collective, run in the communicator's lane; a Request for it."""
 
     def start(self, *args, **kwargs) -> Request:
-        g = self._g
+        g = self._live
         work = lane.lane(g).start(lambda: method(self, *args, **kwargs), name)
         return Request(g.mailbox, work, lambda _message: work._result)
 
@@ -473,7 +473,7 @@ def _persistent(name: str, method):
     """Bcast_init and its kin: a Prequest whose every Start runs the collective again on the same arguments."""
 
     def init(self, *args, **kwargs) -> Prequest:
-        g = self._g
+        g = self._live
         in_lane = lane.lane(g)
         return Prequest(g.mailbox, lambda: in_lane.start(lambda: method(self, *args, **kwargs), name))
 

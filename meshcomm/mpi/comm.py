@@ -112,6 +112,14 @@ class Comm(BuiltInNew):
             raise err.Exception(err.ERR_COMM, "this is COMM_NULL (or a freed communicator)")
         return group
 
+    @property
+    def _live(self):
+        """_g, for a call that communicates: a revoked communicator raises ERR_REVOKED (ulfm.py)."""
+        group = self._g
+        if group.runtime.transport.revoked(group.group_id) is not None:
+            raise err.Exception(err.ERR_REVOKED, f"communicator {self.Get_name()} was revoked")
+        return group
+
     # ----- identity
 
     def Get_size(self) -> int:
@@ -243,7 +251,7 @@ class Comm(BuiltInNew):
 
     def _peer(self, rank, role: str, allow_any: bool = False) -> int | None:
         """A group rank, PROC_NULL, or None for ANY_SOURCE; ERR_RANK otherwise."""
-        g = self._g
+        g = self._live
         size = getattr(g, "remote_size", g.size)  # an intercommunicator's ranks name the other group's members
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
             raise TypeError(f"{role} must be an int rank, got {type(rank).__name__}")

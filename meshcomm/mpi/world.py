@@ -14,6 +14,7 @@ import tempfile
 import threading
 
 from meshcomm.api import state
+from meshcomm.errors import AbortedError, PeerLostError
 from meshcomm.group.group import Group
 from meshcomm.group.runtime import Runtime
 from meshcomm.rendezvous.environment import LAUNCHERS
@@ -67,7 +68,8 @@ def is_finalized() -> bool:
 
 
 def finalize() -> None:
-    """Wait for every rank (so messages still in flight are delivered), then close the runtime."""
+    """Wait for every rank (so messages still in flight are delivered), then close the runtime; after a lost
+    rank, survivors close without the wait."""
     global _finalized
     with _lock:
         if _finalized or not state.is_initialized():
@@ -79,5 +81,7 @@ def finalize() -> None:
 
         try:
             barrier()
+        except (PeerLostError, AbortedError):
+            pass  # a rank was lost (ULFM's survivors finalize too): nothing more can be delivered to it
         finally:
             destroy_process_group()

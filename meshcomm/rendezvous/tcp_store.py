@@ -68,6 +68,7 @@ class TCPStore(Store):
         timeout: float = 300.0,
         token: bytes | None = None,
         world_size: int | None = None,
+        wait_for_server: bool = True,
     ) -> None:
         if not isinstance(host, str):
             raise TypeError(f"host must be str, got {type(host).__name__}")
@@ -86,7 +87,8 @@ class TCPStore(Store):
         self._sock: socket.socket | ssl.SSLSocket | None = None
         self._closed = False
         self._server: StoreServer | None = None
-        self._was_connected = False  # once it has served us, a refused connection means the store is gone
+        # Once it has served us (or when told not to wait for it), a refused connection means the store is gone.
+        self._was_connected = not wait_for_server
         if is_master:
             self._server = StoreServer(_master_bind_host(host), port, self._token)
             self._server.start()

@@ -69,6 +69,12 @@ class TracedTransport(Transport):
     def fail_call(self, peers: list[int], group: int, seq: int, reason: int, text: str) -> None:
         self._transport.fail_call(peers, group, seq, reason, text)
 
+    def revoke(self, peers: list[int], group: int, text: str) -> None:
+        self._transport.revoke(peers, group, text)
+
+    def revoked(self, group: int) -> Exception | None:
+        return self._transport.revoked(group)
+
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         self._transport.tell_peers(peers, reason, peer, text)
 

@@ -22,7 +22,7 @@ import threading
 import time
 
 from meshcomm import config
-from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError
+from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError, RevokedError
 from meshcomm.security.tls import Tls
 from meshcomm.transport import cma
 from meshcomm.transport import header as wire
@@ -127,6 +127,8 @@ class SocketTransport(Transport):
                         and state.channel.peer_reads_mine())
         with self._lock:
             self._check_usable(state)
+            if self.matcher.revoked and key.group in self.matcher.revoked and key.kind in _BY_REFERENCE_KINDS:
+                raise self.matcher.revoked[key.group]
             if by_reference:
                 state.lent.append((state.lent_count, handle, payload))  # done once the peer has read it
                 state.lent_count += 1
@@ -148,6 +150,9 @@ class SocketTransport(Transport):
         with self._lock:
             if self._aborted is not None:
                 handle.fail(self._aborted)
+                return handle
+            if matcher.revoked and key.group in matcher.revoked and key.kind in _BY_REFERENCE_KINDS:
+                handle.fail(matcher.revoked[key.group])
                 return handle
             if matcher.failed_calls and key.kind == wire.KIND_COLLECTIVE and (key.group, key.seq) in matcher.failed_calls:
                 handle.fail(matcher.failed_calls[key.group, key.seq])
@@ -228,7 +233,7 @@ class SocketTransport(Transport):
         with self._lock:
             if self._aborted is not None:
                 raise self._aborted
-            failed = self.matcher.failed_calls.get((group, seq))
+            failed = self.matcher.revoked.get(group) or self.matcher.failed_calls.get((group, seq))
             if failed is not None:
                 raise failed
             for peer in peers:
@@ -407,7 +412,10 @@ class SocketTransport(Transport):
         """A peer gave up collective (group, seq): fail this rank's part of it, now and when posted later."""
         error = call_failed_error(self.rank, sender, key, text)
         with self._lock:
-            self.matcher.fail_call(key.group, key.seq, error)
+            if key.step == wire.NOTICE_REVOKE:
+                self.matcher.revoke(key.group, error)
+            else:
+                self.matcher.fail_call(key.group, key.seq, error)
 
     def fail_call(self, peers: list[int], group: int, seq: int, reason: int, text: str) -> None:
         body = memoryview(text.encode(errors="replace")[: wire.NOTICE_TEXT_BYTES])
@@ -422,6 +430,16 @@ class SocketTransport(Transport):
             self.wait(handles, timeout=1.0)  # bounded: a peer that cannot take it is failing anyway
         except Exception:
             pass
+
+    def revoke(self, peers: list[int], group: int, text: str) -> None:
+        error = RevokedError(f"rank {self.rank}: group {group} was revoked here" + (f": {text}" if text else ""))
+        with self._lock:
+            self.matcher.revoke(group, error)
+        self._wake_poller()
+        self.fail_call(peers, group, -1, wire.NOTICE_REVOKE, text)
+
+    def revoked(self, group: int) -> Exception | None:
+        return self.matcher.revoked.get(group)
 
     def lose(self, state: Peer, exc: Exception | None) -> None:
         """A connection broke: fail everything that needed that peer."""

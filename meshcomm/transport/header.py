@@ -22,6 +22,7 @@ KIND_COLLECTIVE = 2
 KIND_NOTICE = 3  # the last message a rank sends on a connection: the job is broken (see notice())
 KIND_CALL_FAILED = 4  # one collective (group, seq) failed at the sender: the receiver fails its part of it too
 NOTICE_ABORT, NOTICE_LOST, NOTICE_MISMATCH, NOTICE_TIMEOUT = 0, 1, 2, 3  # why, in a notice's key
+NOTICE_REVOKE = 4  # a call-failed message with this reason revokes its whole group (seq -1)
 NOTICE_TEXT_BYTES = 1024  # most text a notice carries; a longer length field is refused
 KIND_MAILBOX = 5  # taken whole by Transport.take, whatever its size (MPI-style matching above)
 _KINDS = (KIND_P2P, KIND_COLLECTIVE, KIND_NOTICE, KIND_CALL_FAILED, KIND_MAILBOX)

@@ -74,6 +74,14 @@ class Transport(abc.ABC):
         """Tell `peers` that collective (group, seq) failed here; the connections stay usable."""
 
     @abc.abstractmethod
+    def revoke(self, peers: list[int], group: int, text: str) -> None:
+        """Fail every pending and later call of `group` here, and tell `peers` to do the same."""
+
+    @abc.abstractmethod
+    def revoked(self, group: int) -> Exception | None:
+        """Why `group` was revoked (here or by a peer), or None."""
+
+    @abc.abstractmethod
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         """End the connections to `peers` with a notice of why the job is broken."""
 

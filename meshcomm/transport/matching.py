@@ -53,6 +53,7 @@ class Matcher:
         self.posted: dict[wire.Key, list[PostedRecv]] = collections.defaultdict(list)
         self.unexpected: dict[wire.Key, list[Unexpected]] = collections.defaultdict(list)
         self.failed_calls: dict[tuple[int, int], Exception] = {}  # (group, seq) -> why a peer gave it up
+        self.revoked: dict[int, Exception] = {}  # group -> why every call of it fails
 
     def match(self, source: int, head: wire.Header) -> PostedRecv | None:
         """The oldest receive posted for this message (removed from the posted ones), if any."""
@@ -162,6 +163,13 @@ class Matcher:
         for key in [k for k in self.posted if k.kind == wire.KIND_COLLECTIVE and k.group == group and k.seq == seq]:
             for posted in self.posted.pop(key):
                 posted.handle.fail(error)
+
+    def revoke(self, group: int, error: Exception) -> None:
+        """Every call of `group` fails, now and when posted later."""
+        self.revoked.setdefault(group, error)
+        for key in [k for k in self.posted if k.group == group and k.kind != wire.KIND_CALL_FAILED]:
+            for posted in self.posted.pop(key):
+                posted.handle.fail(self.revoked[group])
 
     def first_message_of_call(self, group: int, seq: int) -> Unexpected | None:
         """A message that arrived for collective (group, seq), which this rank runs without messages."""

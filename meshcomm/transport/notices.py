@@ -4,8 +4,9 @@ A *notice* (header.KIND_NOTICE) is the last message a rank sends on a
 connection: it aborted, or it lost a rank during a collective, so the job
 is broken and the receiver fails everything too. A *call-failed* message
 (header.KIND_CALL_FAILED) says one collective failed at its sender (a
-mismatch it found, a timeout); the receiver fails its part of that call
-only, and the connection stays usable. Errors made from either carry
+mismatch it found, a timeout), or that a group was revoked; the receiver
+fails its part of that call (or every call of that group) only, and the
+connection stays usable. Errors made from either carry
 `from_notice`, so they are not passed on again.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import socket
 
-from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError
+from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutError, PeerLostError, RevokedError
 from meshcomm.transport import header as wire
 
 
@@ -52,8 +53,11 @@ def notice_error(rank: int, sender: int, notice: Notice) -> Exception:
 
 def call_failed_error(rank: int, sender: int, key: wire.Key, text: str) -> Exception:
     """The error of a peer's call-failed message for collective (key.group, key.seq)."""
-    if key.step == wire.NOTICE_TIMEOUT:
-        error: Exception = CommTimeoutError(f"rank {rank}: rank {sender} gave up on this collective: {text}")
+    if key.step == wire.NOTICE_REVOKE:
+        error: Exception = RevokedError(f"rank {rank}: group {key.group} was revoked by rank {sender}"
+                                        + (f": {text}" if text else ""))
+    elif key.step == wire.NOTICE_TIMEOUT:
+        error = CommTimeoutError(f"rank {rank}: rank {sender} gave up on this collective: {text}")
     else:
         error = CollectiveMismatchError(f"rank {rank}: rank {sender} found a {text}")
     error.from_notice = True

@@ -42,6 +42,9 @@ def bad_calls() -> dict:
         "timeout": _message(dist.new_group, [0], timeout=-1),
         "scatter list on non-root": _message(dist.scatter, f32, [f32] * size, src=0) if rank != 0 else "skip",
         "gather list wrong length": _message(dist.gather, f32, [f32], dst=rank) if size > 1 else "skip",
+        "agree flag": _message(dist.agree, "yes"),
+        "revoke reason": _message(dist.revoke, reason=3),
+        "shrink timeout": _message(dist.shrink, timeout=0),
     }
     # Nothing moved, nothing is stuck: the world still works.
     x = np.ones(3)
@@ -72,6 +75,9 @@ EXPECTED = {
     "timeout": ("ValueError", "timeout must be a positive number"),
     "scatter list on non-root": ("ValueError", "scatter_list must be given on the source rank only"),
     "gather list wrong length": ("ValueError", "gather_list must have one entry per rank"),
+    "agree flag": ("TypeError", "flag must be a bool, got str"),
+    "revoke reason": ("TypeError", "reason must be a str, got int"),
+    "shrink timeout": ("ValueError", "timeout must be a positive number"),
 }
 
 

@@ -65,6 +65,7 @@ CORE_FILES: dict[str, list[str]] = {
     "test_session": [],
     "test_file": [],
     "test_io": [],
+    "test_ulfm": [],
 }
 
 # Tests left out, each with why: features outside the MPI face's scope,
