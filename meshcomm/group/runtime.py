@@ -243,7 +243,7 @@ class Runtime:
     def retire(self, error: AbortedError) -> None:
         """Replaced by a group of survivors (survival.shrink): every call here raises `error`; let go of the job."""
         self.abort_locally(error)
-        self.close()
+        self.close(linger=False)  # whoever still needs its store is a survivor, retiring too, or gone
 
     def abort_locally(self, error: AbortedError, notice: str | None = None) -> None:
         with self._lock:
@@ -271,14 +271,15 @@ class Runtime:
         if hasattr(self.store, "linger"):
             self.store.linger(health.REPORT_WAIT_SECONDS + 1.0 if self.failed else self.timeout)
 
-    def close(self) -> None:
+    def close(self, linger: bool = True) -> None:
         self.monitor.stop()
         if self._previous_sigusr1 is not None:
             signal.signal(signal.SIGUSR1, self._previous_sigusr1)
         for group in self.groups.values():
             group.shutdown()
         atexit.unregister(self._let_peers_finish)
-        self._let_peers_finish()
+        if linger:
+            self._let_peers_finish()
         self.transport.close()
         self.store.close()
         if self.trace is not None:

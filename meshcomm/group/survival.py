@@ -61,6 +61,9 @@ def shrink(group: Group, timeout: float | None = None, replace: bool = True) -> 
     attempt = 0
     while True:
         decision = _agree(group, f"{topic}/{attempt}", 1, deadline)
+        if group.rank not in decision.alive:
+            raise PeerLostError(f"rank {runtime.rank}: the other survivors of group {group.group_name!r} found this "
+                                "rank gone (its lifeline did not answer in time) and went on without it", runtime.rank)
         try:
             survivors = _build(group, decision, f"{topic}/{attempt}", deadline)
             break
@@ -84,8 +87,9 @@ def _agree(group: Group, topic: str, flag: int, deadline: float) -> agreement.De
     if group.rank < 0:
         raise ValueError(f"rank {runtime.rank} is not in group {group.group_name!r} (ranks {list(group.ranks)})")
     addresses = _lifelines(runtime)
-    return agreement.agree(topic, group.rank, range(group.size),
-                           [addresses[r] for r in group.ranks], runtime.token, flag, deadline, runtime.lifeline)
+    silent = frozenset(group.group_rank(r) for r in runtime.transport.silent_peers() if r in group.ranks)
+    return agreement.agree(topic, group.rank, range(group.size), [addresses[r] for r in group.ranks], runtime.token,
+                           flag, deadline, runtime.lifeline, silent)
 
 
 def _build(group: Group, decision: agreement.Decision, topic: str, deadline: float) -> Group:

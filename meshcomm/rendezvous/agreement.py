@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import threading
 import time
 from dataclasses import dataclass
 from collections.abc import Sequence
@@ -47,17 +48,18 @@ class Decision:
 
 
 def agree(topic: str, me: int, members: Sequence[int], addresses: Sequence[str], token: bytes, flag: int,
-          deadline: float, mine: lifeline.Lifeline) -> Decision:
+          deadline: float, mine: lifeline.Lifeline, silent: frozenset[int] = frozenset()) -> Decision:
     """Agree with the live members on `topic` (unique per call); every member must call it.
 
-    `addresses[r]` is member r's lifeline; `mine` is this process's. Raises
+    `addresses[r]` is member r's lifeline; `mine` is this process's. `silent` are members whose host this
+    process already found silent (the transport's keepalive gave up): they get a last look, not a full wait. Raises
     CommTimeoutError, naming the members that neither joined nor left, when
     `deadline` (time.monotonic()) passes."""
     gone: set[int] = set()
     while True:
         coordinator = min(m for m in members if m not in gone)
         if coordinator == me:
-            decision = _coordinate(topic, me, members, addresses, token, flag, deadline, mine, gone)
+            decision = _coordinate(topic, me, members, addresses, token, flag, deadline, mine, gone, silent)
             break
         client = lifeline.connect(addresses[coordinator], token, _left(deadline, topic, [coordinator]))
         if client is None:
@@ -77,23 +79,24 @@ def agree(topic: str, me: int, members: Sequence[int], addresses: Sequence[str],
 
 
 def _coordinate(topic: str, me: int, members: Sequence[int], addresses: Sequence[str], token: bytes, flag: int,
-                deadline: float, mine: lifeline.Lifeline, gone: set[int]) -> Decision:
+                deadline: float, mine: lifeline.Lifeline, gone: set[int], silent: frozenset[int]) -> Decision:
     flags = {me: int(flag)}
     waiting = [m for m in members if m != me and m not in gone]
-    probes: dict[int, TCPStore] = {}
+    probes: dict[int, TCPStore | None] = {}
     adopted: Decision | None = None
     try:
         while waiting and adopted is None:
+            for m in [m for m in waiting if mine.own.check([f"{topic}/join/{m}"])]:
+                flags[m] = int(mine.own.get(f"{topic}/join/{m}"))
+                waiting.remove(m)
+            # Not joined yet: gone, or it returned with an earlier coordinator's decision. Silent hosts cost a
+            # wait each, so the members not yet reached are reached all at once.
+            probes.update(_connect_all([m for m in waiting if m not in probes], addresses, token,
+                                       _left(deadline, topic, waiting), silent))
             for m in list(waiting):
-                if mine.own.check([f"{topic}/join/{m}"]):
-                    flags[m] = int(mine.own.get(f"{topic}/join/{m}"))
-                    waiting.remove(m)
-                    continue
-                # Not joined yet: gone, or it returned with an earlier coordinator's decision.
                 try:
-                    probe = probes.get(m) or lifeline.connect(addresses[m], token, _left(deadline, topic, waiting))
+                    probe = probes.get(m)
                     if probe is not None:
-                        probes[m] = probe
                         if probe.check([f"{topic}/decided"]):
                             adopted = Decision.from_bytes(probe.get(f"{topic}/decided"))
                             break
@@ -107,9 +110,27 @@ def _coordinate(topic: str, me: int, members: Sequence[int], addresses: Sequence
                 time.sleep(_LOOK_EVERY)
     finally:
         for probe in probes.values():
-            probe.close()
+            if probe is not None:
+                probe.close()
     return adopted or Decision(tuple(sorted(flags)), tuple(sorted(gone)), functools.reduce(operator.and_,
                                                                                               flags.values()), me)
+
+
+def _connect_all(members: Sequence[int], addresses: Sequence[str], token: bytes, timeout: float,
+                 silent: frozenset[int]) -> dict[int, TCPStore | None]:
+    """A lifeline client of each member (None for one that is gone), connected in parallel."""
+    found: dict[int, TCPStore | None] = {}
+
+    def reach(m: int) -> None:
+        found[m] = lifeline.connect(addresses[m], token, timeout,
+                                    lifeline.SILENT_AGAIN_SECONDS if m in silent else lifeline.SILENT_SECONDS)
+
+    threads = [threading.Thread(target=reach, args=(m,), daemon=True) for m in members]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return found
 
 
 def _await(client: TCPStore, key: str, deadline: float, topic: str, coordinator: int) -> bytes:

@@ -11,6 +11,7 @@ the kernel closed its port. See docs/failures.md.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -19,6 +20,8 @@ from meshcomm.rendezvous.store import PrefixStore
 from meshcomm.rendezvous.store_server import StoreServer
 from meshcomm.rendezvous.tcp_store import TCPStore, _master_bind_host
 
+SILENT_SECONDS = 2.0  # a live host completes a TCP handshake far sooner, even loaded (the kernel answers it)
+SILENT_AGAIN_SECONDS = 0.2  # for a host the transport already found silent: a last look, not a second wait
 _lock = threading.Lock()
 _served: "Lifeline | None" = None
 
@@ -46,12 +49,17 @@ def of_process(host: str, token: bytes) -> Lifeline:
         return _served
 
 
-def connect(address: str, token: bytes, timeout: float) -> TCPStore | None:
+def connect(address: str, token: bytes, timeout: float, silent_after: float = SILENT_SECONDS) -> TCPStore | None:
     """A client of the lifeline at `address`, or None when no process serves it any more.
 
-    A connection reset in the handshake is a process exiting, and a refused token is a stranger that took a dead
-    member's port: both mean the member is gone."""
+    A refused connection is a process that exited; a host that does not answer a connection within
+    `silent_after` (SILENT_SECONDS) is gone or cut off. A connection reset in the handshake is a process exiting, and a refused
+    token is a stranger that took a dead member's port: all mean the member is gone."""
     host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=min(timeout, silent_after)).close()
+    except OSError:  # refused, unreachable, or silent
+        return None
     try:
         return TCPStore(host, int(port), timeout=timeout, token=token, wait_for_server=False)
     except (PeerLostError, AuthenticationError):

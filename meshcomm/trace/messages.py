@@ -75,6 +75,9 @@ class TracedTransport(Transport):
     def revoked(self, group: int) -> Exception | None:
         return self._transport.revoked(group)
 
+    def silent_peers(self) -> set[int]:
+        return self._transport.silent_peers()
+
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         self._transport.tell_peers(peers, reason, peer, text)
 

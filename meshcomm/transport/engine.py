@@ -15,6 +15,7 @@ checking the sockets between slices.
 
 from __future__ import annotations
 
+import errno
 import os
 import selectors
 import socket
@@ -55,6 +56,7 @@ class SocketTransport(Transport):
         self._lock = self.matcher.lock  # matching state, send queues, lent buffers
         self._progress_lock = threading.Lock()  # one thread drives the connections at a time
         self._peers: dict[int, Peer] = {}
+        self._silent: set[int] = set()  # peers whose host stopped answering (see lose)
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -441,6 +443,9 @@ class SocketTransport(Transport):
     def revoked(self, group: int) -> Exception | None:
         return self.matcher.revoked.get(group)
 
+    def silent_peers(self) -> set[int]:
+        return set(self._silent)
+
     def lose(self, state: Peer, exc: Exception | None) -> None:
         """A connection broke: fail everything that needed that peer."""
         reason = f": {exc}" if exc else ""
@@ -452,6 +457,8 @@ class SocketTransport(Transport):
             if state.lost is not None:
                 return
             state.lost = error
+            if isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT:
+                self._silent.add(state.rank)  # the kernel gave up on its host (tcp._probe_when_silent)
             try:
                 self._selector.unregister(state.sock)
             except (KeyError, ValueError):

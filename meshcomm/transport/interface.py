@@ -82,6 +82,10 @@ class Transport(abc.ABC):
         """Why `group` was revoked (here or by a peer), or None."""
 
     @abc.abstractmethod
+    def silent_peers(self) -> set[int]:
+        """Peers whose connection the kernel gave up on because their host stopped answering."""
+
+    @abc.abstractmethod
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         """End the connections to `peers` with a notice of why the job is broken."""
 

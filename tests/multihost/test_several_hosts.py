@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from meshcomm.transport import shm
 from tests.multihost.job import launcher, run_job
 from tests.multihost.netns import Network, rate_unavailable, unavailable
-from tests.ranks import fresh_job_env, started
+from tests.ranks import fresh_job_env, run_command, started
 
 REASON = unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -94,3 +95,14 @@ def test_a_host_whose_link_goes_down_is_reported_lost_within_seconds() -> None:
     assert raised and raised[0]["type"] == "PeerLostError", "".join(lines)
     assert "rank 1" in raised[0]["message"]
     assert raised[0]["after"] < 30  # the kernel's probes (~5 s), not the 120 s timeout
+
+
+@pytest.mark.slow
+def test_survivors_of_a_cut_host_shrink_and_compute_exactly() -> None:
+    """benchmarks/shrink_across_hosts.py, once: the last host's link goes down; the other host's ranks shrink to a
+    group of themselves and check an exact all_reduce on it (the script exits 1 otherwise). Times are measured
+    there, not asserted here."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "shrink_across_hosts.py")
+    done = run_command([sys.executable, script, "--runs", "1"], timeout=150)
+    assert done.returncode == 0 and not done.timed_out, done.output[-3000:]
+    assert "rank 0 noticed" in done.stdout and "rank 1 noticed" in done.stdout, done.stdout

@@ -227,6 +227,6 @@ def test_public_api_is_exactly_all() -> None:
     import meshcomm.rendezvous as rdzv
 
     public = {name for name in vars(rdzv) if not name.startswith("_")}
-    modules = {"environment", "file_store", "init_method", "pmi", "store", "store_server", "store_wire", "tcp_store",
-               "torch_store"}
+    modules = {"agreement", "environment", "file_store", "init_method", "lifeline", "pmi", "store", "store_server",
+               "store_wire", "tcp_store", "torch_store"}
     assert public - modules == set(rdzv.__all__)

@@ -46,3 +46,17 @@ def test_ranks_started_by_torch_multiprocessing_spawn():
     done = run_command([sys.executable, str(program), "2", str(free_port())], timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[(0, [3.0, 3.0]), (1, [3.0, 3.0])]"
+
+
+@pytest.mark.slow
+def test_ddp_loses_a_rank_shrinks_rescales_and_finishes():
+    example = EXAMPLE.with_name("ddp_shrink.py")
+    done = run_command([sys.executable, "-m", "meshcomm", "run", "-n", "4", "--on-failure", "continue", str(example),
+                        "--steps", "120", "--kill-at", "40"], env=fresh_job_env({"OMP_NUM_THREADS": "1"}), timeout=180)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "step   40  lost a rank (RuntimeError); world 4 -> 3, lr 0.0375" in done.stdout, done.stdout
+    rows = [(int(s), float(loss), int(w)) for s, loss, w in
+            re.findall(r"step +(\d+) +loss ([0-9.]+) +world (\d)", done.stdout)]
+    assert [(s, w) for s, _, w in rows] == [(1, 4), (50, 3), (100, 3), (120, 3)], done.stdout
+    assert rows[-1][1] < rows[0][1] / 4
+    assert "carried on without lost rank(s) [2]" in done.stderr, done.stderr
