@@ -87,7 +87,10 @@ def _agree(group: Group, topic: str, flag: int, deadline: float) -> agreement.De
     if group.rank < 0:
         raise ValueError(f"rank {runtime.rank} is not in group {group.group_name!r} (ranks {list(group.ranks)})")
     addresses = _lifelines(runtime)
-    silent = frozenset(group.group_rank(r) for r in runtime.transport.silent_peers() if r in group.ranks)
+    # A host found silent (one of its ranks' connections timed out) is silent for all its ranks.
+    hosts = runtime.transport.host_of
+    cut_off = {hosts[r] for r in runtime.transport.silent_peers()}
+    silent = frozenset(m for m, r in enumerate(group.ranks) if hosts[r] in cut_off and r != runtime.rank)
     return agreement.agree(topic, group.rank, range(group.size), [addresses[r] for r in group.ranks], runtime.token,
                            flag, deadline, runtime.lifeline, silent)
 

@@ -10,6 +10,8 @@ themselves (SIGKILL) after the first all_reduce. Scenarios:
   take over and every remaining survivor still gets the same group.
 - agree: the survivors agree on (old rank != 1) without shrinking.
 - revoke: no victims die; rank 1 revokes the world while the others wait in an all_reduce it never joins.
+- stale: before the loss, rank 1 sends rank 0 a message (tag 7) that is never received; after the shrink it sends
+  another with the same tag, and rank 0 must receive the new one, never the old.
 Every surviving rank prints one line `RESULT {json}`.
 """
 
@@ -64,6 +66,11 @@ def checked_round(error: str, survivors_before: list[int], gone: set[int]) -> di
             "world_ranks": list(world.ranks)}
 
 
+if scenario == "stale" and old_rank == 1:
+    dist.isend(np.full(4, -1.0), dst=0, tag=7)  # never received in the old group
+    dist.barrier()
+elif scenario == "stale":
+    dist.barrier()
 if old_rank in victims:
     die()
 
@@ -93,6 +100,16 @@ elif scenario == "agree":
     result["again"] = dist.agree(True)
     result["failed"] = dist.failed_ranks()
     dist.agree(True)  # nobody leaves (and looks gone) before every survivor has looked
+elif scenario == "stale":
+    result["error"] = until_failure()
+    dist.shrink()
+    if old_rank == 1:
+        dist.send(np.full(4, float(dist.get_world_size())), dst=0, tag=7)
+    elif old_rank == 0:
+        got = np.zeros(4)
+        dist.recv(got, src=1 if 1 not in victims else None, tag=7)
+        result["received"] = got.tolist()
+    dist.barrier()
 elif scenario == "revoke":
     if old_rank == 1:
         dist.revoke(reason="test")

@@ -76,6 +76,12 @@ def test_agree_ands_the_survivors_flags_and_names_the_dead() -> None:
 
 
 @pytest.mark.timeout(120)
+def test_no_message_of_the_old_group_is_received_in_the_new_one() -> None:
+    found = results(4, "stale", "3", dead={3})
+    assert found[0]["received"] == [3.0] * 4, found[0]  # the new message, sent after the shrink to 3 ranks
+
+
+@pytest.mark.timeout(120)
 def test_revoke_fails_the_others_pending_call_at_once() -> None:
     found = results(3, "revoke", "", dead=set())
     assert found[1]["revoked"] is True
