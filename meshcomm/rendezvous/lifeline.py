@@ -41,10 +41,14 @@ class Lifeline:
 
 
 def of_process(host: str, token: bytes) -> Lifeline:
-    """The lifeline this process serves, started at the first call."""
+    """The lifeline this process serves, started at the first call (again for a job with another token)."""
     global _served
     with _lock:
-        if _served is None or _served.token != token:
+        if _served is not None and _served.token != token:
+            _served.own.close()
+            _served.server.close()
+            _served = None
+        if _served is None:
             _served = Lifeline(host, token)
         return _served
 
