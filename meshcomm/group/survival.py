@@ -12,6 +12,7 @@ tells the whole story.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from meshcomm.errors import CommTimeoutError, PeerLostError, RendezvousError, RevokedError
 from meshcomm.group.group import Group
@@ -35,9 +36,20 @@ def is_revoked(group: Group) -> bool:
 def agree(group: Group, flag: int, timeout: float | None = None) -> int:
     """The bitwise AND of `flag` over the members still alive; every live member gets the same answer, and a
     member that dies meanwhile is left out. The failed members are then in group.failed."""
-    decision = _agree(group, group.runtime.agreement_topic(group, "agree"), flag, _deadline(group, timeout))
-    group.failed = tuple(group.ranks[m] for m in decision.gone)
-    return decision.flag
+    return agreement_of(group, flag, timeout)()
+
+
+def agreement_of(group: Group, flag: int, timeout: float | None = None) -> Callable[[], int]:
+    """agree(), to be run later (on another thread: Iagree): its place among the group's agreements, which every
+    member numbers in call order, is taken now."""
+    topic, deadline = group.runtime.agreement_topic(group, "agree"), _deadline(group, timeout)
+
+    def run() -> int:
+        decision = _agree(group, topic, flag, deadline)
+        group.failed = tuple(group.ranks[m] for m in decision.gone)
+        return decision.flag
+
+    return run
 
 
 def failed_ranks(group: Group) -> tuple[int, ...]:

@@ -77,10 +77,10 @@ class _Background:
 def _iagree(self, flag) -> Request:
     view = _flag_view(flag)
     g = self._g
-    mine = int(view[0])
+    agreement = survival.agreement_of(g, int(view[0]))
 
     def run() -> None:
-        view[0] = survival.agree(g, mine)
+        view[0] = agreement()
 
     return Request(g.mailbox, _Background(run, g.timeout))
 
