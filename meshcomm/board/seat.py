@@ -23,6 +23,7 @@ class Seat:
     def __init__(self, transport, store, ranks: tuple[int, ...], rank: int, group_id: int, group_name: str,
                  trace=None) -> None:
         self._transport = transport
+        self._revoked = transport.revoked_groups  # the transport's own dict: a call checks it without a call
         self._store = store
         self._ranks = ranks
         self._rank = rank
@@ -76,9 +77,9 @@ class Seat:
         transport = self._transport
         transport.raise_if_aborted()
         ranks, group_id = self._ranks, self._group_id
-        revoked = transport.revoked(group_id)
-        if revoked is not None:
-            raise revoked
+        revoked = self._revoked
+        if revoked and group_id in revoked:
+            raise revoked[group_id]
 
         def check_peers(missing) -> None:
             transport.check_call([ranks[m] for m in missing], group_id, seq)

@@ -30,7 +30,7 @@ def revoke(group: Group, reason: str = "") -> None:
 
 
 def is_revoked(group: Group) -> bool:
-    return group.runtime.transport.revoked(group.group_id) is not None
+    return group.group_id in group.runtime.transport.revoked_groups
 
 
 def agree(group: Group, flag: int, timeout: float | None = None) -> int:

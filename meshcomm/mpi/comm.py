@@ -116,7 +116,8 @@ class Comm(BuiltInNew):
     def _live(self):
         """_g, for a call that communicates: a revoked communicator raises ERR_REVOKED (ulfm.py)."""
         group = self._g
-        if group.runtime.transport.revoked(group.group_id) is not None:
+        revoked = group.runtime.transport.revoked_groups
+        if revoked and group.group_id in revoked:
             raise err.Exception(err.ERR_REVOKED, f"communicator {self.Get_name()} was revoked")
         return group
 

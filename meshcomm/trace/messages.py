@@ -27,6 +27,7 @@ class TracedTransport(Transport):
         self._local = threading.local()  # each thread records the handles it posted
         self.rank, self.world_size, self.timeout = transport.rank, transport.world_size, transport.timeout
         self.host_of, self.link_labels, self.crowded = transport.host_of, transport.link_labels, transport.crowded
+        self.revoked_groups = transport.revoked_groups
 
     def isend(self, peer: int, payload: memoryview, key: Key, fingerprint: bytes = NO_FINGERPRINT,
               message_bytes: int | None = 0) -> Handle:
@@ -71,9 +72,6 @@ class TracedTransport(Transport):
 
     def revoke(self, peers: list[int], group: int, text: str) -> None:
         self._transport.revoke(peers, group, text)
-
-    def revoked(self, group: int) -> Exception | None:
-        return self._transport.revoked(group)
 
     def silent_peers(self) -> set[int]:
         return self._transport.silent_peers()

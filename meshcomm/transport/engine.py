@@ -53,6 +53,7 @@ class SocketTransport(Transport):
         self._token = token
         self._tls = tls
         self.matcher = Matcher(rank)
+        self.revoked_groups = self.matcher.revoked
         self._lock = self.matcher.lock  # matching state, send queues, lent buffers
         self._progress_lock = threading.Lock()  # one thread drives the connections at a time
         self._peers: dict[int, Peer] = {}
@@ -439,9 +440,6 @@ class SocketTransport(Transport):
             self.matcher.revoke(group, error)
         self._wake_poller()
         self.fail_call(peers, group, -1, wire.NOTICE_REVOKE, text)
-
-    def revoked(self, group: int) -> Exception | None:
-        return self.matcher.revoked.get(group)
 
     def silent_peers(self) -> set[int]:
         return set(self._silent)

@@ -14,7 +14,7 @@ which records every message of the one it wraps.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from meshcomm.transport.handle import Handle
 from meshcomm.transport.header import NO_FINGERPRINT, Key
@@ -29,6 +29,7 @@ class Transport(abc.ABC):
     host_of: Sequence[int]  # every rank's host index
     link_labels: Sequence[int]  # per rank, a label shared by the ranks this one reaches through shared memory
     crowded: bool  # this host runs more ranks than it has cores
+    revoked_groups: Mapping[int, Exception]  # group -> why it was revoked (here or by a peer); live, read-only to callers
 
     # ----- messages
 
@@ -76,10 +77,6 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def revoke(self, peers: list[int], group: int, text: str) -> None:
         """Fail every pending and later call of `group` here, and tell `peers` to do the same."""
-
-    @abc.abstractmethod
-    def revoked(self, group: int) -> Exception | None:
-        """Why `group` was revoked (here or by a peer), or None."""
 
     @abc.abstractmethod
     def silent_peers(self) -> set[int]:
