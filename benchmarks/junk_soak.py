@@ -1,11 +1,12 @@
-"""Jobs under a stream of junk connections to their store and data ports: every job must exit 0 with right results.
+"""Jobs under a stream of junk connections to their store, data and lifeline ports: every job must exit 0 with right
+results.
 
     python benchmarks/junk_soak.py [--jobs 30] [-n 2] [--calls 200]
 
 Each job is `meshcomm run -n N` of a program that prints its ranks' data addresses, runs `--calls` checked
 all_reduces and leaves (rank 0 without destroy_process_group, as a tutorial's rank 0 does). While it runs, and
 until its launcher has exited (its teardown included), a stranger on the same host keeps opening connections to
-the store's port and the data ports: random bytes, zeros, a pickle, an HTTP request line, a half-open connection
+the store's port, the data ports and the ranks' lifelines: random bytes, zeros, a pickle, an HTTP request line, a half-open connection
 that says nothing, and one that is reset at once. Prints the jobs, the connections made, and every job that did
 not exit 0 with right results.
 """
@@ -33,6 +34,7 @@ from meshcomm.api import state
 dist.init_process_group()
 rank, size = dist.get_rank(), dist.get_world_size()
 print("DATA " + state.runtime().transport.address, flush=True)
+print("DATA " + state.runtime().lifeline.address, flush=True)
 calls = int(sys.argv[1])
 wrong = 0
 for call in range(calls):

@@ -172,7 +172,7 @@ def test_silent_connections_do_not_stall_the_ranks(job) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_jobs_under_a_stream_of_junk_connections_exit_0_with_right_results() -> None:
-    # A stranger keeps connecting to the store and data ports during each job and its teardown
+    # A stranger keeps connecting to the store, data and lifeline ports during each job and its teardown
     # (benchmarks/junk_soak.py, which runs many more jobs by hand).
     import sys
     from pathlib import Path
