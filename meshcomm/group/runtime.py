@@ -265,7 +265,8 @@ class Runtime:
     def _let_peers_finish(self) -> None:
         """If this rank serves the job's store, serve on until the other ranks have left it (at most the
         timeout; after a failure, as long as they need to report): a rank may exit right after its last call
-        while its peers' later calls still need the store (a sub-group's first board call, a rendezvous)."""
+        while its peers' later calls still need the store (a sub-group's first board call, a rendezvous).
+        A survivors' store (lifeline.SurvivorStore) is first told that this rank leaves."""
         if hasattr(self.store, "leave"):
             self.store.leave()
         if hasattr(self.store, "linger"):

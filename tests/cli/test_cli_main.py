@@ -46,6 +46,11 @@ def test_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
 
 
+def test_carrying_on_and_restarting_are_alternatives(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "-n", "2", "--on-failure", "continue", "--max-restarts", "1", "prog.py"]) == 2
+    assert "--on-failure continue and --max-restarts are alternatives" in capsys.readouterr().err
+
+
 def test_console_script_points_at_main() -> None:
     scripts = {ep.name: ep.value for ep in metadata.entry_points(group="console_scripts")}
     assert scripts.get("meshcomm") == "meshcomm.cli.main:main"

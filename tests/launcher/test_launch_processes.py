@@ -178,3 +178,30 @@ def test_segments_of_killed_ranks_are_removed_by_the_launcher(script: Callable[[
     assert code == 128 + signal.SIGKILL
     assert len(paths) == 1 and paths[0].startswith("/dev/shm/meshcomm-")
     assert not os.path.exists(paths[0])
+
+
+CARRY_ON = """
+    import os, signal, sys, time
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if rank == 2 and len(sys.argv) > 1:
+        sys.exit(int(sys.argv[1]))
+    time.sleep(1.0)  # long enough for the launcher to see rank 1 go first
+    print(f"rank {rank} finished")
+"""
+
+
+def test_with_carry_on_a_killed_rank_is_reported_and_the_others_finish(script) -> None:
+    code, out, err = run_launch(python_script_command(script("carry.py", CARRY_ON)), 3, carry_on=True)
+    assert code == 0, err
+    assert sorted(re.findall(r"rank (\d) finished", out)) == ["0", "2"], out
+    assert "rank 1 was lost (signal SIGKILL); the others carry on" in err, err
+    assert "carried on without lost rank(s) [1]" in err, err
+
+
+def test_with_carry_on_a_rank_that_exits_with_an_error_still_stops_the_job(script) -> None:
+    code, out, err = run_launch(python_script_command(script("carry.py", CARRY_ON), ["3"]), 3, carry_on=True)
+    assert code == 3, err
+    assert "rank 2 (local rank 2" in err and "failed first: exit code 3" in err, err
+    assert "rank 0 finished" not in out  # stopped, not left to finish
