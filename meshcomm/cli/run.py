@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
                          "every node must name the same store port")
     if args.node_rank >= args.nnodes:
         raise UsageError(f"--node-rank must be in [0, {args.nnodes}) for --nnodes {args.nnodes}, got {args.node_rank}")
+    if args.on_failure == "continue" and args.max_restarts:
+        raise UsageError("--on-failure continue and --max-restarts are alternatives: survivors carry on, or all "
+                         "ranks restart")
     cmd = command_of(args)
     try:
         layout = make_layout(args.nproc, nnodes=args.nnodes, node_rank=args.node_rank, master_addr=args.master_addr,
@@ -97,8 +100,5 @@ def run(args: argparse.Namespace) -> int:
         grace = kill_grace()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if args.on_failure == "continue" and args.max_restarts:
-        raise UsageError("--on-failure continue and --max-restarts are alternatives: survivors carry on, or all "
-                         "ranks restart")
     return run_job(cmd, layout, prefix=args.prefix, grace=grace, max_restarts=args.max_restarts,
                    fresh_port=args.master_port == 0, carry_on=args.on_failure == "continue")
