@@ -112,15 +112,16 @@ def _build(group: Group, decision: agreement.Decision, topic: str, deadline: flo
     runtime = group.runtime
     addresses = _lifelines(runtime)
     members = [group.ranks[m] for m in decision.alive]
+    lifelines = [addresses[r] for r in members]
     host, port = addresses[group.ranks[decision.coordinator]].rsplit(":", 1)
     client = TCPStore(host, int(port), timeout=max(deadline - time.monotonic(), 0.1), token=runtime.token,
                       wait_for_server=False)
     new_rank = members.index(runtime.rank)
-    store = lifeline.SurvivorStore(f"survivors/{topic}", client, new_rank, [addresses[r] for r in members],
+    store = lifeline.SurvivorStore(f"survivors/{topic}", client, new_rank, lifelines, runtime.token,
                                    serving=decision.coordinator == group.rank)
     try:
         successor = Runtime(new_rank, len(members), store, group.timeout, host, runtime.backend, runtime.token,
-                            lifelines=[addresses[r] for r in members], lineage=f"{runtime.lineage}.{topic}")
+                            lifelines=lifelines, lineage=f"{runtime.lineage}.{topic}")
     except BaseException:
         client.close()
         raise

@@ -19,6 +19,8 @@ from typing import Callable
 from meshcomm.group.work import QueuedWork
 
 _lanes: "weakref.WeakKeyDictionary[object, Lane]" = weakref.WeakKeyDictionary()
+# ULFM's nonblocking agreements keep an order of their own, outside the collectives' (ulfm.py).
+_agreement_lanes: "weakref.WeakKeyDictionary[object, Lane]" = weakref.WeakKeyDictionary()
 _lanes_lock = threading.Lock()
 
 
@@ -81,7 +83,17 @@ def lane(group) -> Lane:
     return found
 
 
+def agreement_lane(group) -> Lane:
+    """The lane of this group's nonblocking agreements (made on first use), beside its collectives' lane."""
+    with _lanes_lock:
+        found = _agreement_lanes.get(group)
+        if found is None:
+            found = _agreement_lanes[group] = Lane(f"{group.group_name}-agreements")
+    return found
+
+
 def close(group) -> None:
-    found = _lanes.pop(group, None)
-    if found is not None:
-        found.close()
+    for lanes in (_lanes, _agreement_lanes):
+        found = lanes.pop(group, None)
+        if found is not None:
+            found.close()

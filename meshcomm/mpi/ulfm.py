@@ -6,12 +6,12 @@ Shrink never retires COMM_WORLD: as in MPI, the old communicator stays (revoked)
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 
 from meshcomm.group import survival
 from meshcomm.group.group import Group as GroupOfRanks
+from meshcomm.mpi import lane
 from meshcomm.mpi.comm import Comm, Intracomm
 from meshcomm.mpi.groups import Group
 from meshcomm.mpi.intercomm import InterGroup, Intercomm
@@ -47,33 +47,6 @@ def _flag_view(flag) -> np.ndarray:
     return np.frombuffer(view.cast("B"), dtype=np.uint8).view(_INT)
 
 
-class _Background:
-    """A call run on its own thread (an agreement does not take its turn among the collectives), as a Work."""
-
-    def __init__(self, call, timeout: float) -> None:
-        self._error: BaseException | None = None
-        self._timeout = timeout
-        self._thread = threading.Thread(target=self._run, args=(call,), daemon=True, name="meshcomm-iagree")
-        self._thread.start()
-
-    def _run(self, call) -> None:
-        try:
-            call()
-        except BaseException as exc:  # handed to whoever waits
-            self._error = exc
-
-    def is_completed(self) -> bool:
-        return not self._thread.is_alive()
-
-    def wait(self) -> None:
-        self._thread.join(self._timeout + 5.0)  # the agreement itself gives up at its deadline
-
-    def exception(self) -> BaseException | None:
-        return self._error
-
-    message = None
-
-
 def _iagree(self, flag) -> Request:
     view = _flag_view(flag)
     g = self._g
@@ -82,7 +55,7 @@ def _iagree(self, flag) -> Request:
     def run() -> None:
         view[0] = agreement()
 
-    return Request(g.mailbox, _Background(run, g.timeout))
+    return Request(g.mailbox, lane.agreement_lane(g).start(run, "Iagree"))
 
 
 def _shrink(self) -> Comm:

@@ -61,7 +61,7 @@ def agree(topic: str, me: int, members: Sequence[int], addresses: Sequence[str],
         if coordinator == me:
             decision = _coordinate(topic, me, members, addresses, token, flag, deadline, mine, gone, silent)
             break
-        client = lifeline.connect(addresses[coordinator], token, _left(deadline, topic, [coordinator]))
+        client = _reach(coordinator, addresses, token, _left(deadline, topic, [coordinator]), silent)
         if client is None:
             gone.add(coordinator)
             continue
@@ -94,14 +94,13 @@ def _coordinate(topic: str, me: int, members: Sequence[int], addresses: Sequence
             probes.update(_connect_all([m for m in waiting if m not in probes], addresses, token,
                                        _left(deadline, topic, waiting), silent))
             for m in list(waiting):
+                probe = probes[m]
                 try:
-                    probe = probes.get(m)
-                    if probe is not None:
-                        if probe.check([f"{topic}/decided"]):
-                            adopted = Decision.from_bytes(probe.get(f"{topic}/decided"))
-                            break
+                    if probe is not None and probe.check([f"{topic}/decided"]):
+                        adopted = Decision.from_bytes(probe.get(f"{topic}/decided"))
+                        break
                 except PeerLostError:
-                    probe = None
+                    probe = None  # gone while we looked (its client is closed with the others, below)
                 if probe is None:
                     gone.add(m)
                     waiting.remove(m)
@@ -122,8 +121,7 @@ def _connect_all(members: Sequence[int], addresses: Sequence[str], token: bytes,
     found: dict[int, TCPStore | None] = {}
 
     def reach(m: int) -> None:
-        found[m] = lifeline.connect(addresses[m], token, timeout,
-                                    lifeline.SILENT_AGAIN_SECONDS if m in silent else lifeline.SILENT_SECONDS)
+        found[m] = _reach(m, addresses, token, timeout, silent)
 
     threads = [threading.Thread(target=reach, args=(m,), daemon=True) for m in members]
     for thread in threads:
@@ -131,6 +129,14 @@ def _connect_all(members: Sequence[int], addresses: Sequence[str], token: bytes,
     for thread in threads:
         thread.join()
     return found
+
+
+def _reach(m: int, addresses: Sequence[str], token: bytes, timeout: float,
+           silent: frozenset[int]) -> TCPStore | None:
+    """A client of member m's lifeline, or None if it is gone: a member whose host was already found silent gets
+    a last look, not a full wait."""
+    return lifeline.connect(addresses[m], token, timeout,
+                            lifeline.SILENT_AGAIN_SECONDS if m in silent else lifeline.SILENT_SECONDS)
 
 
 def _await(client: TCPStore, key: str, deadline: float, topic: str, coordinator: int) -> bytes:

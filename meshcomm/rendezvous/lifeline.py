@@ -76,10 +76,10 @@ class SurvivorStore(PrefixStore):
     A member that leaves says so (leave()); on the coordinator, linger() keeps the process serving until every
     other member has left or is gone, as the job's first store does."""
 
-    def __init__(self, prefix: str, client: TCPStore, me: int, lifelines: list[str], serving: bool) -> None:
+    def __init__(self, prefix: str, client: TCPStore, me: int, lifelines: list[str], token: bytes,
+                 serving: bool) -> None:
         super().__init__(prefix, client)
-        self._me, self._lifelines, self._serving = me, lifelines, serving
-        self._token = client._token
+        self._me, self._lifelines, self._token, self._serving = me, lifelines, token, serving
 
     def leave(self) -> None:
         try:

@@ -130,8 +130,8 @@ class SocketTransport(Transport):
                         and state.channel.peer_reads_mine())
         with self._lock:
             self._check_usable(state)
-            if self.matcher.revoked and key.group in self.matcher.revoked and key.kind in _BY_REFERENCE_KINDS:
-                raise self.matcher.revoked[key.group]
+            if self.matcher.revoked and (revoked := self.matcher.revoked_error(key)) is not None:
+                raise revoked
             if by_reference:
                 state.lent.append((state.lent_count, handle, payload))  # done once the peer has read it
                 state.lent_count += 1
@@ -154,8 +154,8 @@ class SocketTransport(Transport):
             if self._aborted is not None:
                 handle.fail(self._aborted)
                 return handle
-            if matcher.revoked and key.group in matcher.revoked and key.kind in _BY_REFERENCE_KINDS:
-                handle.fail(matcher.revoked[key.group])
+            if matcher.revoked and (revoked := matcher.revoked_error(key)) is not None:
+                handle.fail(revoked)
                 return handle
             if matcher.failed_calls and key.kind == wire.KIND_COLLECTIVE and (key.group, key.seq) in matcher.failed_calls:
                 handle.fail(matcher.failed_calls[key.group, key.seq])

@@ -20,6 +20,8 @@ from meshcomm.errors import CollectiveMismatchError, MessageSizeError
 from meshcomm.transport import header as wire
 from meshcomm.transport.handle import Handle
 
+_CALL_KINDS = (wire.KIND_P2P, wire.KIND_COLLECTIVE, wire.KIND_MAILBOX)  # the messages of a group's calls
+
 
 class PostedRecv:
     __slots__ = ("handle", "peer", "buffer", "fingerprint")
@@ -165,11 +167,16 @@ class Matcher:
                 posted.handle.fail(error)
 
     def revoke(self, group: int, error: Exception) -> None:
-        """Every call of `group` fails, now and when posted later."""
+        """Every call of `group` fails, now and when posted later (see revoked_error)."""
         self.revoked.setdefault(group, error)
-        for key in [k for k in self.posted if k.group == group and k.kind != wire.KIND_CALL_FAILED]:
+        for key in [k for k in self.posted if self.revoked_error(k) is not None]:
             for posted in self.posted.pop(key):
                 posted.handle.fail(self.revoked[group])
+
+    def revoked_error(self, key: wire.Key) -> Exception | None:
+        """Why a message with `key` may not move: a call's message (not a notice) in a revoked group."""
+        error = self.revoked.get(key.group)
+        return error if error is not None and key.kind in _CALL_KINDS else None
 
     def first_message_of_call(self, group: int, seq: int) -> Unexpected | None:
         """A message that arrived for collective (group, seq), which this rank runs without messages."""
