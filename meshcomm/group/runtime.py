@@ -53,9 +53,11 @@ class Runtime:
     def __init__(
         self, rank: int, world_size: int, store: Store, timeout: float, master_addr: str | None, backend: str,
         token: bytes | None = None, lifelines: Sequence[str] | None = None, lineage: str = "w",
+        joins_jobs: bool = False,
     ) -> None:
         """`lifelines` and `lineage` are given for a group of survivors (survival.py); a job's first group
-        publishes its members' lifelines in the store instead."""
+        publishes its members' lifelines in the store instead. A runtime that `joins_jobs` (MPI's Accept and
+        Connect) has none: its members' lifelines answer their own jobs' tokens, not its own."""
         self.rank = rank
         self.world_size = world_size
         self.store = store
@@ -94,12 +96,16 @@ class Runtime:
         self._previous_sigusr1 = _dump_on_sigusr1(self.recorder)
         atexit.register(self._let_peers_finish)  # a program that exits without destroy_process_group
         self.lineage = lineage
-        self.lifeline = lifeline.of_process(self.address, self.token)
+        self.joins_jobs = joins_jobs
+        self.lifeline = None if joins_jobs else lifeline.of_process(self.address, self.token)
         lifelines_store = PrefixStore("meshcomm/lifeline", store)
-        if lifelines is None:
+        if lifelines is None and not joins_jobs:
             lifelines_store.set(str(rank), self.lifeline.address)
         self._wait_until_every_rank_started()
-        self.lifelines = list(lifelines) if lifelines is not None else self._read_lifelines(lifelines_store)
+        if joins_jobs:
+            self.lifelines = None
+        else:
+            self.lifelines = list(lifelines) if lifelines is not None else self._read_lifelines(lifelines_store)
         self._agreements: dict[int, int] = {}  # group id -> agreements made on it, for their topics
 
     def _read_lifelines(self, store: Store) -> list[str] | None:

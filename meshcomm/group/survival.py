@@ -129,6 +129,9 @@ def _build(group: Group, decision: agreement.Decision, topic: str, deadline: flo
 
 
 def _lifelines(runtime) -> list[str]:
+    if runtime.joins_jobs:
+        raise RendezvousError(f"rank {runtime.rank}: this group joins processes of separate jobs (Accept, Connect, "
+                              "Spawn), whose lifelines answer their own jobs only, so it cannot agree or shrink")
     if runtime.lifelines is None:
         raise RendezvousError(f"rank {runtime.rank}: the members' lifelines are unknown (the store left before this "
                               "rank read them), so its groups cannot agree or shrink")

@@ -58,6 +58,11 @@ from meshcomm.mpi.environment import Get_abi_fortran_info, Get_abi_info, Get_abi
 from meshcomm.mpi import io as _io
 from meshcomm.mpi.io import *  # noqa: F403 (File, FILE_NULL, the access modes and whence values, Register_datarep)
 from meshcomm.mpi.session import SESSION_NULL, Session
+from meshcomm.mpi.dynamic import (
+    MAX_PORT_NAME, close_port as Close_port, lookup_name as Lookup_name, open_port as Open_port,
+    publish_name as Publish_name, unpublish_name as Unpublish_name,
+)
+from meshcomm.mpi import spawn as _spawn
 
 globals().update(_DATATYPES)
 globals().update({name: code for code, name in _ERROR_NAMES.items()})
@@ -92,4 +97,7 @@ __all__ = sorted(set(__all__) | {
     "Add_error_class", "Add_error_code", "Add_error_string", "Remove_error_class", "Remove_error_code",
     "Remove_error_string", "INFO_ENV", "INFO_NULL", "MAX_INFO_KEY", "MAX_INFO_VAL", "Info",
     "Get_hw_resource_info", "Pcontrol", "Get_abi_version", "Get_abi_info", "Get_abi_fortran_info", "Flush_buffer", "Iflush_buffer", "BUFFER_AUTOMATIC", "F_ERROR", "F_SOURCE", "F_STATUS_SIZE", "F_TAG", "SESSION_NULL", "Session",
+    "MAX_PORT_NAME", "Close_port", "Lookup_name", "Open_port", "Publish_name", "Unpublish_name",
 } | set(_io.__all__))
+
+_spawn.connect_to_parent()  # a spawned process joins its parent's Spawn, as MPI_Init does

@@ -52,7 +52,9 @@ def _communicator_value(comm, keyval: int):
     if keyval == WTIME_IS_GLOBAL:
         return False  # each rank's Wtime starts at its own import
     if keyval == APPNUM:
-        return 0
+        from meshcomm.mpi import spawn
+
+        return spawn.appnum()
     if keyval == UNIVERSE_SIZE:
         from meshcomm.mpi import world
 

@@ -313,10 +313,3 @@ def _agree_through_world(rt, leader: int, members: tuple[int, ...], remote_leade
 
 Intercomm.Create_from_groups = classmethod(_create_from_groups)
 
-
-def _get_parent(cls) -> Intercomm:
-    """The intercommunicator to the processes that spawned this one: none, as meshcomm does not spawn."""
-    return Intercomm()
-
-
-Comm.Get_parent = classmethod(_get_parent)

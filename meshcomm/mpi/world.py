@@ -23,6 +23,7 @@ SELF_GROUP_ID = 0xFFFFFFFF  # COMM_SELF's messages only ever go to this process
 _lock = threading.Lock()
 _self_group: Group | None = None
 _finalized = False
+_finalizers: list = []  # what other modules close at Finalize, before the last barrier (dynamic.py's joins)
 
 
 def launched() -> bool:
@@ -59,6 +60,10 @@ def self_group() -> Group:
         return _self_group
 
 
+def at_finalize(close) -> None:
+    _finalizers.append(close)
+
+
 def is_initialized() -> bool:
     return state.is_initialized()
 
@@ -80,6 +85,8 @@ def finalize() -> None:
         from meshcomm.api.init import destroy_process_group
 
         try:
+            for close in _finalizers:
+                close()
             barrier()
         except (PeerLostError, AbortedError):
             pass  # a rank was lost (ULFM's survivors finalize too): nothing more can be delivered to it

@@ -33,6 +33,7 @@ RANK_RUNNER = HERE / "rank_runner.py"
 # The files the default run covers, with the test_comm cases it runs (the others need what the face leaves out).
 CORE_FILES: dict[str, list[str]] = {
     "test_cco_obj": [],
+    "test_dynproc": [],
     "test_cco_buf": [],
     "test_cco_vec": [],
     "test_p2p_obj": [],
@@ -139,7 +140,6 @@ def _environment(impl: str, tests: pathlib.Path, op_timeout: float) -> dict[str,
     paths = [str(tests)] + ([str(SHIM)] if impl == "meshcomm" else []) + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["MESHCOMM_TIMEOUT"] = str(op_timeout)
-    env.setdefault("MPI4PY_TEST_SPAWN", "0")
     return env
 
 
