@@ -53,11 +53,12 @@ class Runtime:
     def __init__(
         self, rank: int, world_size: int, store: Store, timeout: float, master_addr: str | None, backend: str,
         token: bytes | None = None, lifelines: Sequence[str] | None = None, lineage: str = "w",
-        joins_jobs: bool = False,
+        joins_jobs: str = "",
     ) -> None:
         """`lifelines` and `lineage` are given for a group of survivors (survival.py); a job's first group
         publishes its members' lifelines in the store instead. A runtime that `joins_jobs` (MPI's Accept and
-        Connect) has none: its members' lifelines answer their own jobs' tokens, not its own."""
+        Connect; the value names it) has none: its members' lifelines answer their own jobs' tokens, not its
+        own. Its traces and dumps go to a subfolder of that name, since its rank numbers are not the job's."""
         self.rank = rank
         self.world_size = world_size
         self.store = store
@@ -82,14 +83,14 @@ class Runtime:
         self.trace: TraceWriter | None = None
         trace_dir = config.get("MESHCOMM_TRACE")
         if trace_dir:
-            self.trace = TraceWriter(trace_dir, rank)
+            self.trace = TraceWriter(os.path.join(trace_dir, joins_jobs), rank)
             atexit.register(self.trace.close)  # a program that never calls destroy_process_group
             self.transport = TracedTransport(self.transport, self.trace)
         self.world = Group(self, tuple(range(world_size)), 0, WORLD_NAME, timeout)
         self.groups: dict[int, Group] = {0: self.world}
         self._next_group_id = 1
         self._lock = threading.Lock()
-        self.recorder = FlightRecorder(rank, world_size)
+        self.recorder = FlightRecorder(rank, world_size, folder=joins_jobs)
         self.aborted: AbortedError | None = None
         self.failed = False  # a collective of this rank failed: the store may be needed a moment longer
         self.monitor = Monitor(self, PrefixStore("meshcomm", store))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
-import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +34,7 @@ from meshcomm.security import auth
 PORT_PREFIX = "meshcomm-port:"
 MAX_PORT_NAME = 256  # a name is the prefix, an address, a port number and a 64-digit token
 _LOOK_SECONDS = 0.05  # an accepting root looks for a connecting group this often (and at its `watch`)
+_ROOT_SHARE = 0.9  # a root gives up this share into the timeout, so the others hear why rather than time out
 _lock = threading.Lock()
 _ports: dict[str, "_Port"] = {}
 _connections: list[Runtime] = []  # runtimes joining two groups, still open: closed at Finalize
@@ -47,6 +48,7 @@ class _Port:
         self.store = TCPStore(host, 0, is_master=True, timeout=timeout, token=token.encode())
         self.name = f"{PORT_PREFIX}{host}:{self.store.port}:{token}"
         self.accepted = 0
+        self.accepting = threading.Lock()  # Accepts on one port take its connecting groups one at a time
 
 
 def open_port(info=None) -> str:
@@ -64,6 +66,13 @@ def close_port(port_name: str) -> None:
     if port is None:
         raise err.Exception(err.ERR_PORT, f"Close_port: {port_name!r} is not a port this process opened")
     port.store.close()
+
+
+def _close_ports() -> None:
+    with _lock:
+        ports = [_ports.pop(name) for name in list(_ports)]
+    for port in ports:
+        port.store.close()
 
 
 def _parse(port_name) -> tuple[str, int, bytes]:
@@ -96,18 +105,27 @@ def publish_name(service_name: str, port_name: str, info=None) -> None:
     _names().set(_service(service_name), port_name)
 
 
-def lookup_name(service_name: str, info=None) -> str:
+def _published(service_name) -> str | None:
     names = _names()
     if not names.check([_service(service_name)]):
+        return None
+    try:
+        return names.get(service_name, timeout=1.0).decode()
+    except CommTimeoutError:  # unpublished between the look and the read
+        return None
+
+
+def lookup_name(service_name: str, info=None) -> str:
+    port_name = _published(service_name)
+    if port_name is None:
         raise err.Exception(err.ERR_NAME, f"Lookup_name: no port is published as {service_name!r} in this job")
-    return names.get(service_name).decode()
+    return port_name
 
 
 def unpublish_name(service_name: str, port_name: str, info=None) -> None:
-    names = _names()
-    if not names.check([_service(service_name)]) or names.get(service_name).decode() != port_name:
+    if _published(service_name) != port_name:
         raise err.Exception(err.ERR_SERVICE, f"Unpublish_name: {port_name!r} is not published as {service_name!r}")
-    names.delete_key(service_name)
+    _names().delete_key(service_name)
 
 
 # ----- Accept and Connect
@@ -122,15 +140,17 @@ def accept_at_root(port_name: str, sizes_here: int, timeout: float, watch: Calla
     if port is None:
         _parse(port_name)
         raise err.Exception(err.ERR_PORT, f"Accept: port {port_name!r} was not opened by this process (or is closed)")
-    number = port.accepted + 1
-    deadline = time.monotonic() + timeout
-    while not port.store.check([f"request/{number}"]):
-        if watch is not None:
-            watch()
-        if time.monotonic() >= deadline:
-            raise err.Exception(err.ERR_PORT, f"Accept: no group connected to port {port_name!r} within {timeout:g} s")
-        time.sleep(_LOOK_SECONDS)
-    port.accepted = number
+    deadline = time.monotonic() + _ROOT_SHARE * timeout
+    with port.accepting:
+        number = port.accepted + 1
+        while not port.store.check([f"request/{number}"]):
+            if watch is not None:
+                watch()
+            if time.monotonic() >= deadline:
+                raise err.Exception(err.ERR_PORT, f"Accept: no group connected to port {port_name!r} within "
+                                                  f"{_ROOT_SHARE * timeout:g} s")
+            time.sleep(_LOOK_SECONDS)
+        port.accepted = number
     request = json.loads(port.store.get(f"request/{number}"))
     host = world.runtime().address
     token = auth.generate_token()
@@ -150,10 +170,14 @@ def _connect_at_root(port_name: str, size_here: int, timeout: float) -> dict:
         number = client.add("requests", 1)
         client.set(f"request/{number}", json.dumps({"size": size_here}))
         try:
-            answer = json.loads(client.get(f"answer/{number}", timeout=timeout))
+            answer = json.loads(client.get(f"answer/{number}", timeout=_ROOT_SHARE * timeout))
         except CommTimeoutError:
             raise err.Exception(err.ERR_PORT, f"Connect: no Accept took this group at port {port_name!r} within "
-                                              f"{timeout:g} s") from None
+                                              f"{_ROOT_SHARE * timeout:g} s") from None
+        try:
+            client.delete_key(f"answer/{number}")  # the joint store's token: no later holder of the name reads it
+        except PeerLostError:
+            pass  # the port was closed once answered (Spawn's is): nothing is left to read
     finally:
         client.close()
     return {"address": answer["address"], "token": answer["token"], "sizes": (answer["size"], size_here)}
@@ -186,7 +210,7 @@ def join_sides(g, root: int, at_root: Callable[[], dict], accepting: bool) -> tu
     rank = g.rank if accepting else accepting_size + g.rank
     try:
         rt = Runtime(rank, accepting_size + connecting_size, store, g.timeout, host, g.runtime.backend, token,
-                     lineage="joined", joins_jobs=True)
+                     lineage="joined", joins_jobs=f"joined-{port}")
     except BaseException:
         store.close()
         raise
@@ -226,10 +250,7 @@ def close_all() -> None:
         open_ones = list(_connections)
     for rt in open_ones:
         _close(rt)
-    with _lock:
-        ports = list(_ports)
-    for name in ports:
-        close_port(name)
+    _close_ports()
 
 
 world.at_finalize(close_all)
@@ -267,58 +288,57 @@ Intracomm.Connect = _connect
 def _join(cls, fd: int) -> Intercomm:
     """The intercomm between this process and the one at the other end of the connected socket `fd`.
 
-    Each end sends 16 random bytes; the higher opens a port, sends its name and accepts, the other connects.
-    The socket is left as it was: open, and blocking or not as the caller set it."""
+    Each end writes 16 random bytes; the higher opens a port, writes its name and accepts, the other connects.
+    The socket is only read and written, so it stays as the caller set it (open, blocking or not)."""
     if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
         raise TypeError(f"fd must be a file descriptor (an int >= 0), got {fd!r}")
-    deadline = time.monotonic() + world.runtime().timeout
     try:
-        sock = socket.socket(fileno=os.dup(fd))  # a second descriptor: closing it leaves the caller's open
+        is_socket = stat.S_ISSOCK(os.fstat(fd).st_mode)
     except OSError as exc:
-        raise err.Exception(err.ERR_ARG, f"Join: fd {fd} is not a connected socket ({exc})") from None
+        raise err.Exception(err.ERR_ARG, f"Join: fd {fd} is not open ({exc})") from None
+    if not is_socket:
+        raise err.Exception(err.ERR_ARG, f"Join: fd {fd} is not a socket")
+    deadline = time.monotonic() + _ROOT_SHARE * world.runtime().timeout
     self_comm = Intracomm._of(world.self_group(), "COMM_SELF")
     try:
         mine = os.urandom(16)
-        _send(sock, mine, deadline)
-        theirs = _receive(sock, 16, deadline)
+        _write(fd, mine, deadline)
+        theirs = _read(fd, 16, deadline)
         if mine > theirs:
             port = open_port()
             try:
-                _send(sock, len(port).to_bytes(4, "big") + port.encode(), deadline)
+                _write(fd, len(port).to_bytes(4, "big") + port.encode(), deadline)
                 return _accept(self_comm, port)
             finally:
                 close_port(port)
-        port = _receive(sock, int.from_bytes(_receive(sock, 4, deadline), "big"), deadline).decode()
+        port = _read(fd, int.from_bytes(_read(fd, 4, deadline), "big"), deadline).decode()
         return _connect(self_comm, port)
     except (OSError, EOFError) as exc:
         raise err.Exception(err.ERR_OTHER, f"Join: the socket of fd {fd} failed: {exc}") from None
-    finally:
-        sock.close()
 
 
-def _ready(sock: socket.socket, reading: bool, deadline: float) -> None:
-    """Wait until `sock` can be read (or written), without changing its blocking mode: that is the caller's."""
-    ready = select.select([sock] if reading else [], [] if reading else [sock], [], max(deadline - time.monotonic(), 0))
+def _ready(fd: int, reading: bool, deadline: float) -> None:
+    ready = select.select([fd] if reading else [], [] if reading else [fd], [], max(deadline - time.monotonic(), 0))
     if not ready[0] and not ready[1]:
         raise TimeoutError("the other end did not answer within the timeout")
 
 
-def _send(sock: socket.socket, data: bytes, deadline: float) -> None:
+def _write(fd: int, data: bytes, deadline: float) -> None:
     view = memoryview(data)
     while view:
-        _ready(sock, False, deadline)
+        _ready(fd, False, deadline)
         try:
-            view = view[sock.send(view):]
+            view = view[os.write(fd, view):]
         except BlockingIOError:
             continue
 
 
-def _receive(sock: socket.socket, count: int, deadline: float) -> bytes:
+def _read(fd: int, count: int, deadline: float) -> bytes:
     data = b""
     while len(data) < count:
-        _ready(sock, True, deadline)
+        _ready(fd, True, deadline)
         try:
-            chunk = sock.recv(count - len(data))
+            chunk = os.read(fd, count - len(data))
         except BlockingIOError:
             continue
         if not chunk:

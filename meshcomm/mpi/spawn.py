@@ -12,6 +12,7 @@ whose spawning process dies exits too. docs/mpi.md tells the whole story.
 from __future__ import annotations
 
 import atexit
+import numbers
 import os
 import subprocess
 import sys
@@ -52,8 +53,7 @@ class _Children:
 
     def __init__(self, processes: list[subprocess.Popen], store: TCPStore) -> None:
         self.processes, self.store = processes, store
-        self.reaper = threading.Thread(target=self._reap, name="meshcomm-spawn-reaper", daemon=True)
-        self.reaper.start()
+        threading.Thread(target=self._reap, name="meshcomm-spawn-reaper", daemon=True).start()
 
     def _reap(self) -> None:
         for process in self.processes:
@@ -65,19 +65,29 @@ class _Children:
         for number, process in enumerate(self.processes):
             code = process.poll()
             if code is not None:
-                return f"child {number} (pid {process.pid}) exited with code {code} before its job connected"
+                return (f"child {number} ({process.args[0]}, pid {process.pid}) exited with code {code} before "
+                        "its job connected")
         return None
 
-    def stop(self, deadline: float) -> None:
+    def kill(self) -> None:
+        _kill(self.processes)
+        self.store.close()
+
+    def wait_then_kill(self, deadline: float) -> None:
         for process in self.processes:
             try:
                 process.wait(timeout=max(deadline - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
                 print(f"meshcomm: spawned process {process.pid} ({process.args[0]}) was still running when its "
                       "parent exited; killing it", file=sys.stderr, flush=True)
-                process.kill()
-                process.wait()
+                _kill([process])
         self.store.close()
+
+
+def _kill(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        process.kill()
+        process.wait()
 
 
 def _wait_for_children() -> None:
@@ -86,7 +96,7 @@ def _wait_for_children() -> None:
     with _lock:
         children = list(_children)
     for batch in children:
-        batch.stop(deadline)
+        batch.wait_then_kill(deadline)
 
 
 atexit.register(_wait_for_children)
@@ -120,24 +130,32 @@ def _command(command) -> str:
 def _arguments(args) -> list[str]:
     if args is None:
         return []
-    if isinstance(args, (str, bytes)) or not all(isinstance(a, (str, os.PathLike)) for a in args):
+    if isinstance(args, str):  # one argument, as mpi4py reads it
+        return [args]
+    if isinstance(args, bytes) or not all(isinstance(a, (str, os.PathLike)) for a in args):
         raise ValueError(f"args must be a sequence of str, got {args!r}")
     return [os.fspath(a) for a in args]
 
 
 def _count(maxprocs) -> int:
-    if isinstance(maxprocs, bool) or not isinstance(maxprocs, int) or maxprocs < 1:
+    if isinstance(maxprocs, bool) or not isinstance(maxprocs, numbers.Integral) or maxprocs < 1:
         raise ValueError(f"maxprocs must be an int >= 1, got {maxprocs!r}")
-    return maxprocs
+    return int(maxprocs)
 
 
-def _child_environment(rank: int, size: int, appnum: int, store: TCPStore, token: str, port: str) -> dict:
+def _child_environment(rank: int, size: int, appnum: int, job: str, store: TCPStore, token: str,
+                       port: str) -> dict:
+    """The child's rank of its own job (MESHCOMM_RANK ...: the launcher variables it reads first), with its
+    traces and dumps in a subfolder of the parent's, named by its job."""
     environment = {k: v for k, v in os.environ.items() if k not in _PARENT_JOB_VARIABLES}
+    for folder in ("MESHCOMM_TRACE", "MESHCOMM_DUMP_DIR"):
+        if environment.get(folder):
+            environment[folder] = os.path.join(environment[folder], job)
     environment.update({
         "MESHCOMM_RANK": str(rank), "MESHCOMM_WORLD_SIZE": str(size),
         "MESHCOMM_LOCAL_RANK": str(rank), "MESHCOMM_LOCAL_WORLD_SIZE": str(size),
         "MESHCOMM_MASTER_ADDR": store.host, "MESHCOMM_MASTER_PORT": str(store.port), "MESHCOMM_STORE": "external",
-        "MESHCOMM_TOKEN": token, "MESHCOMM_JOB_ID": f"{config.get('MESHCOMM_JOB_ID') or 'job'}.spawn{_spawned}",
+        "MESHCOMM_TOKEN": token, "MESHCOMM_JOB_ID": job,
         PARENT_PORT: port, PARENT_PID: str(os.getpid()), APPNUM: str(appnum), "PYTHONUNBUFFERED": "1",
     })
     return environment
@@ -146,6 +164,9 @@ def _child_environment(rank: int, size: int, appnum: int, store: TCPStore, token
 def _start(commands: list[tuple[str, list[str], int]], port: str, timeout: float) -> _Children:
     """Start every child of one Spawn as one job, whose store this process serves."""
     global _spawned
+    with _lock:
+        _spawned += 1
+        job = f"{config.get('MESHCOMM_JOB_ID') or 'job'}.{os.getpid()}.spawn{_spawned}"
     token = auth.generate_token()
     store = TCPStore(world.runtime().address, 0, is_master=True, timeout=timeout, token=token.encode())
     size = sum(count for _, _, count in commands)
@@ -153,15 +174,12 @@ def _start(commands: list[tuple[str, list[str], int]], port: str, timeout: float
     try:
         for appnum, (command, args, count) in enumerate(commands):
             for _ in range(count):
-                environment = _child_environment(len(processes), size, appnum, store, token, port)
+                environment = _child_environment(len(processes), size, appnum, job, store, token, port)
                 processes.append(subprocess.Popen([command, *args], env=environment, stdin=subprocess.DEVNULL))
     except OSError as exc:
-        for process in processes:
-            process.kill()
-            process.wait()
+        _kill(processes)
         store.close()
         raise err.Exception(err.ERR_SPAWN, f"Spawn could not start {command!r}: {exc}") from None
-    _spawned += 1
     children = _Children(processes, store)
     with _lock:
         _children.append(children)
@@ -170,6 +188,8 @@ def _start(commands: list[tuple[str, list[str], int]], port: str, timeout: float
 
 def _spawn_from(comm: Intracomm, command, args, maxprocs, info, root: int, errcodes, multiple: bool) -> Intercomm:
     g = comm._g
+    if errcodes is not None and not isinstance(errcodes, list):
+        raise TypeError(f"errcodes must be a list (it receives the codes), got {type(errcodes).__name__}")
     root = dynamic.root_of(g, root, "Spawn_multiple" if multiple else "Spawn")
 
     def at_root() -> dict:
@@ -181,9 +201,13 @@ def _spawn_from(comm: Intracomm, command, args, maxprocs, info, root: int, errco
             def watch() -> None:
                 early = children.exited_early()
                 if early is not None:
-                    raise err.Exception(err.ERR_SPAWN, f"Spawn of {commands[0][0]!r}: {early}")
+                    raise err.Exception(err.ERR_SPAWN, f"Spawn: {early}")
 
-            plan = dynamic.accept_at_root(port, g.size, g.timeout, watch)
+            try:
+                plan = dynamic.accept_at_root(port, g.size, g.timeout, watch)
+            except BaseException:
+                children.kill()  # none of them can join now: the ones still starting would wait out their timeout
+                raise
         finally:
             dynamic.close_port(port)
         plan["counts"] = [count for _, _, count in commands]
@@ -217,10 +241,29 @@ Intracomm.Spawn_multiple = _spawn_multiple
 
 
 def _watch_parent(pid: int) -> None:
-    while os.getppid() == pid:
+    """Exit once the spawning process is gone: this process was reparented (its parent died), or, when a
+    wrapper (a shell script, `timeout`) stands between them, the spawner itself has exited."""
+    parent = os.getppid()
+    while os.getppid() == parent and _alive(pid):
         time.sleep(_WATCH_SECONDS)
     print(f"meshcomm: the process that spawned this one (pid {pid}) is gone; exiting", file=sys.stderr, flush=True)
     os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited, and waits to be reaped
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # it exists, under another user
+            return True
+        return True
 
 
 def connect_to_parent() -> None:

@@ -45,9 +45,11 @@ def dump_dir() -> str:
 class FlightRecorder:
     """This rank's last `capacity` collectives, oldest first."""
 
-    def __init__(self, rank: int, world_size: int, capacity: int | None = None) -> None:
+    def __init__(self, rank: int, world_size: int, capacity: int | None = None, folder: str = "") -> None:
+        """`folder`: a subfolder of the dump folder, for a runtime whose ranks are not the job's (MPI's Accept)."""
         self.rank = rank
         self.world_size = world_size
+        self.folder = folder
         size = capacity if capacity is not None else config.get_int("MESHCOMM_FLIGHT_RECORDER_SIZE")
         self.entries: collections.deque = collections.deque(maxlen=size if size is not None else 256)
         # group name -> [last started seq, its entry]: kept beyond the ring so
@@ -90,7 +92,7 @@ class FlightRecorder:
 
     def dump(self, reason: str, directory: str | None = None) -> str:
         """Write rank<N>.json (replacing an earlier dump of this rank); returns its path."""
-        directory = directory or dump_dir()
+        directory = directory or os.path.join(dump_dir(), self.folder)
         with self._dump_lock:
             self._reasons.append(reason)
             os.makedirs(directory, exist_ok=True)

@@ -5,6 +5,9 @@ checks is computed here with numpy from ranks and sizes, independently of
 the code under test.
 """
 
+import fcntl
+import glob
+import os
 import socket
 import sys
 
@@ -22,6 +25,14 @@ def raises(error_class, call, *args, **kwargs) -> str:
         assert exc.Get_error_class() == error_class, (error_class, exc)
         return str(exc)
     raise AssertionError(f"{call} accepted {args} {kwargs}")
+
+
+def children_of_this_process() -> list[int]:
+    pids = []
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        with open(path) as listing:
+            pids += [int(pid) for pid in listing.read().split()]
+    return pids
 
 
 def values(n: int, seed: int) -> np.ndarray:
@@ -66,6 +77,15 @@ def parent() -> None:
     assert "/nonexistent/meshcomm-child" in text, text
     text = raises(MPI.ERR_SPAWN, world.Spawn, sys.executable, ["-c", "raise SystemExit(3)"], 2)
     assert "exited with code 3 before its job connected" in text, text
+    # One child fails at once: the Spawn fails, and the other child, still starting, is stopped with it.
+    text = raises(MPI.ERR_SPAWN, world.Spawn_multiple, [sys.executable] * 2,
+                  [[HERE, "child", "where"], ["-c", "raise SystemExit(4)"]], [1, 1])
+    assert "exited with code 4" in text, text
+    assert children_of_this_process() == [], children_of_this_process()
+    read_end, write_end = os.pipe()
+    assert "is not a socket" in raises(MPI.ERR_ARG, MPI.Comm.Join, read_end)
+    os.close(read_end)
+    os.close(write_end)
     if rank == 0:
         try:
             world.Spawn_multiple([sys.executable], [[HERE]] * 2, 1)
@@ -112,6 +132,13 @@ def parent() -> None:
     assert where == [(0, 0, 3), (1, 1, 3), (1, 2, 3)], where
     children.Disconnect()
 
+    # ----- a command that runs Python as a child of its own (a shell that stays): the child must not take the
+    # shell for a dead parent
+    shell = f"{sys.executable} {HERE} child where; true"
+    children = MPI.COMM_SELF.Spawn("/bin/sh", ["-c", shell], 1)
+    assert children.gather(None, root=MPI.ROOT) == [(0, 0, 1)]
+    children.Disconnect()
+
     if size < 2:
         return
     # ----- Accept/Connect: rank 0 alone accepts the other ranks' group
@@ -143,7 +170,10 @@ def parent() -> None:
     elif rank == 1:
         sock = socket.create_connection(world.recv(source=0))
     if rank in (0, 1):
+        socket.setdefaulttimeout(30.0)  # Python would make a socket object built on the fd non-blocking
         joined = MPI.Comm.Join(sock.fileno())
+        socket.setdefaulttimeout(None)
+        assert not fcntl.fcntl(sock.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK, "Join left the socket non-blocking"
         assert (joined.Get_size(), joined.Get_remote_size()) == (1, 1)
         mine = values(5, rank)
         theirs = np.empty(5)
