@@ -50,6 +50,7 @@ class _Posted(Work):
         super().__init__(description)
         self._mailbox = mailbox
         self._told = False  # whether the done callbacks ran
+        self.error: Exception | None = None  # a receive from a rank that is gone fails with why
 
     @property
     def done(self) -> bool:
@@ -64,6 +65,8 @@ class _Posted(Work):
     def _wait(self, timeout: float | None) -> bool:
         self._mailbox.wait(lambda: self.done, self.description, timeout)
         self._tell()
+        if self.error is not None:
+            raise self.error
         return True
 
     def is_completed(self) -> bool:
@@ -76,7 +79,7 @@ class _Posted(Work):
     def _tell(self) -> None:
         if not self._told:
             self._told = True
-            self._finish(None)
+            self._finish(self.error)
 
 
 class PostedRecv(_Posted):
@@ -97,7 +100,7 @@ class PostedRecv(_Posted):
 
     @property
     def done(self) -> bool:
-        return self.message is not None or self.cancelled
+        return self.message is not None or self.cancelled or self.error is not None
 
 
 class PostedSend(_Posted):
@@ -229,6 +232,12 @@ class Mailbox:
             else:
                 self._posted.remove(receiver)
                 self._deliver(receiver, message)
+        # What the lost rank sent before it went has been taken above; a receive still waiting for it never ends.
+        for posted in [p for p in self._posted if p.source is not None]:
+            lost = self.transport.lost(self.group.global_rank(posted.source))
+            if lost is not None:
+                self._posted.remove(posted)
+                posted.error = lost
 
     def _deliver(self, posted: PostedRecv, message: Message) -> None:
         posted.message = message

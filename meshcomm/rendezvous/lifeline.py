@@ -11,6 +11,7 @@ the kernel closed its port. See docs/failures.md.
 
 from __future__ import annotations
 
+import atexit
 import socket
 import threading
 import time
@@ -35,6 +36,14 @@ class Lifeline:
         self.address = f"{host}:{self.server.port}"
         self.token = token
         self.own = TCPStore(host, self.server.port, timeout=30.0, token=token)
+        # Its own client is let go at exit, quietly; the server serves on until the process ends, as a group of
+        # survivors' store may still be lingering on it then.
+        atexit.register(self.own.close)
+
+    def close(self) -> None:
+        atexit.unregister(self.own.close)
+        self.own.close()
+        self.server.close()
 
     def record(self, key: str, value: bytes) -> None:
         self.own.set(key, value)
@@ -45,8 +54,7 @@ def of_process(host: str, token: bytes) -> Lifeline:
     global _served
     with _lock:
         if _served is not None and _served.token != token:
-            _served.own.close()
-            _served.server.close()
+            _served.close()
             _served = None
         if _served is None:
             _served = Lifeline(host, token)

@@ -76,6 +76,9 @@ class TracedTransport(Transport):
     def silent_peers(self) -> set[int]:
         return self._transport.silent_peers()
 
+    def lost(self, peer: int) -> Exception | None:
+        return self._transport.lost(peer)
+
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         self._transport.tell_peers(peers, reason, peer, text)
 

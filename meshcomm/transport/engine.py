@@ -444,6 +444,9 @@ class SocketTransport(Transport):
     def silent_peers(self) -> set[int]:
         return set(self._silent)
 
+    def lost(self, peer: int) -> Exception | None:
+        return None if peer == self.rank else self._peers[peer].lost
+
     def lose(self, state: Peer, exc: Exception | None) -> None:
         """A connection broke: fail everything that needed that peer."""
         reason = f": {exc}" if exc else ""

@@ -83,6 +83,10 @@ class Transport(abc.ABC):
         """Peers whose connection the kernel gave up on because their host stopped answering."""
 
     @abc.abstractmethod
+    def lost(self, peer: int) -> Exception | None:
+        """The error that ended the connection to `peer`, or None while it lives."""
+
+    @abc.abstractmethod
     def tell_peers(self, peers: list[int], reason: int, peer: int | None, text: str) -> None:
         """End the connections to `peers` with a notice of why the job is broken."""
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pickle
+import re
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.mpi.programs import run_program
+from tests.mpi.programs import HERE, run_program
+from tests.ranks import run_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,3 +187,13 @@ def test_pkl5_sends_large_buffers_in_pieces_of_the_block_size() -> None:
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_matched_persistent_paired_and_pkl5_messages_between_ranks(nranks: int) -> None:
     run_program("p2p_program.py", nranks)
+
+
+@pytest.mark.timeout(120)
+def test_a_receive_from_a_rank_that_was_killed_fails_naming_it() -> None:
+    command = [sys.executable, "-m", "meshcomm", "run", "-n", "3", "--timeout", "60", "--on-failure", "continue",
+               str(HERE / "p2p_lost_program.py")]
+    done = run_command(command, cwd=REPO, timeout=100)
+    assert done.returncode == 0 and not done.timed_out, done.output[-4000:]
+    assert "LOST 2 after" in done.stdout and sorted(re.findall(r"OK rank (\d)", done.stdout)) == ["0", "1"], \
+        done.output[-4000:]

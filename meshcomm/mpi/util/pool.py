@@ -1,7 +1,7 @@
 """mpi4py.util.pool: multiprocessing.pool's interface on concurrent.futures executors.
 
-`Pool` runs tasks in worker processes started afresh (the spawn method,
-as mpi4py's MPI-spawned workers are fresh interpreters); `ThreadPool` runs
+`Pool` runs tasks in worker processes spawned as MPI processes
+(meshcomm.mpi.futures.MPIPoolExecutor), as mpi4py's are; `ThreadPool` runs
 them on threads. Both executors also take `unordered=True` in `map` and
 have `starmap`, which the pool's `imap_unordered` and `istarmap` use.
 """
@@ -9,64 +9,22 @@ have `starmap`, which the pool's `imap_unordered` and `istarmap` use.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
-import multiprocessing
 import operator
 import os
 import threading
-import time
 import warnings
+
+from meshcomm.mpi.futures import MPIPoolExecutor
+from meshcomm.mpi.futures.maps import ChunkedMaps
 
 __all__ = ["Pool", "ThreadPool", "AsyncResult", "ApplyResult", "MapResult"]
 
 
-def _starmap_chunk(fn, chunk):
-    return [fn(*args) for args in chunk]
+class ProcessPoolExecutor(MPIPoolExecutor):
+    """Worker processes spawned as a job of their own (MPI's Spawn), as mpi4py's pool's are."""
 
 
-def _chunks(iterable, size: int):
-    iterator = iter(iterable)
-    while chunk := list(itertools.islice(iterator, size)):
-        yield chunk
-
-
-def _results(futures, deadline: float | None, unordered: bool):
-    """Yield each chunk's results, in order or as they finish; an abandoned iteration cancels what is left."""
-    def left():
-        return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-    try:
-        finished = cf.as_completed(futures, timeout=left()) if unordered else futures
-        for future in finished:
-            yield from future.result(timeout=left())
-    finally:
-        for future in futures:
-            future.cancel()
-
-
-class _ChunkedMaps:
-    """`map` and `starmap` that send chunks of items as single tasks and may yield results as they finish."""
-
-    def map(self, fn, *iterables, timeout=None, chunksize=1, unordered=False):
-        return self.starmap(fn, zip(*iterables), timeout=timeout, chunksize=chunksize, unordered=unordered)
-
-    def starmap(self, fn, iterable, timeout=None, chunksize=1, unordered=False):
-        if isinstance(chunksize, bool) or not isinstance(chunksize, int) or chunksize < 1:
-            raise ValueError(f"chunksize must be an int >= 1, got {chunksize!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        futures = [self.submit(_starmap_chunk, fn, chunk) for chunk in _chunks(iterable, chunksize)]
-        return _results(futures, deadline, unordered)
-
-
-class ProcessPoolExecutor(_ChunkedMaps, cf.ProcessPoolExecutor):
-    """Worker processes started with the spawn method: a rank's threads are never forked."""
-
-    def __init__(self, max_workers=None, **kwargs) -> None:
-        kwargs.setdefault("mp_context", multiprocessing.get_context("spawn"))
-        super().__init__(max_workers, **kwargs)
-
-
-class ThreadPoolExecutor(_ChunkedMaps, cf.ThreadPoolExecutor):
+class ThreadPoolExecutor(ChunkedMaps, cf.ThreadPoolExecutor):
     pass
 
 
