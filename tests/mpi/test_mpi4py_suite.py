@@ -28,5 +28,8 @@ def test_core_files_pass_at_one_two_and_three_ranks(tmp_path: Path) -> None:
     for name, sizes in results.items():
         for size, counts in sizes.items():
             assert counts["fail"] == 0, f"{name} at N={size}: {counts['failed'] or counts['error']}\n{done.stdout}"
-            assert counts["pass"] > 0, f"{name} at N={size} ran no test\n{done.stdout}"
+            # A file may skip itself whole at a size it needs more ranks for (test_dynproc at N=1), not everywhere.
+            skipped_whole = counts["pass"] == 0 and counts["skip"] > 0 and not counts["error"]
+            assert counts["pass"] > 0 or skipped_whole, f"{name} at N={size} ran no test\n{done.stdout}"
+        assert any(counts["pass"] > 0 for counts in sizes.values()), f"{name} passed no test\n{done.stdout}"
     assert done.returncode == 0, done.stdout + done.stderr
