@@ -53,12 +53,16 @@ class _Children:
 
     def __init__(self, processes: list[subprocess.Popen], store: TCPStore) -> None:
         self.processes, self.store = processes, store
+        with _lock:
+            _children.append(self)  # waited for at exit until reaped
         threading.Thread(target=self._reap, name="meshcomm-spawn-reaper", daemon=True).start()
 
     def _reap(self) -> None:
         for process in self.processes:
             process.wait()
         self.store.close()
+        with _lock:
+            _children.remove(self)
 
     def exited_early(self) -> str | None:
         """Before connecting: which child has already exited, if any."""
@@ -180,10 +184,7 @@ def _start(commands: list[tuple[str, list[str], int]], port: str, timeout: float
         _kill(processes)
         store.close()
         raise err.Exception(err.ERR_SPAWN, f"Spawn could not start {command!r}: {exc}") from None
-    children = _Children(processes, store)
-    with _lock:
-        _children.append(children)
-    return children
+    return _Children(processes, store)
 
 
 def _spawn_from(comm: Intracomm, command, args, maxprocs, info, root: int, errcodes, multiple: bool) -> Intercomm:

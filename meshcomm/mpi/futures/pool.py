@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import itertools
 import os
 import pickle
 import queue
@@ -57,7 +56,6 @@ class MPIPoolExecutor(ChunkedMaps, cf.Executor):
         self._lock = threading.Lock()
         self._closed = False
         self._manager: threading.Thread | None = None
-        self._keys = itertools.count()
 
     def bootup(self, wait: bool = True) -> "MPIPoolExecutor":
         """Start the workers now rather than at the first task."""
@@ -74,7 +72,7 @@ class MPIPoolExecutor(ChunkedMaps, cf.Executor):
             if self._closed:
                 raise RuntimeError("cannot submit a task after shutdown")
             future: cf.Future = cf.Future()
-            self._tasks.put((future, next(self._keys), fn, args, kwargs))
+            self._tasks.put((future, fn, args, kwargs))
             self._start()
         return future
 
@@ -127,7 +125,7 @@ class MPIPoolExecutor(ChunkedMaps, cf.Executor):
                 if done:
                     del running[worker]
                     idle.append(worker)
-                    ok, value = pickle.loads(answer[1])
+                    ok, value = pickle.loads(answer)
                     (future.set_result if ok else future.set_exception)(value)
                     quiet = False
             while idle and not stopping:
@@ -138,7 +136,7 @@ class MPIPoolExecutor(ChunkedMaps, cf.Executor):
                 if task is _STOP:
                     stopping = True
                     break
-                future, key, fn, args, kwargs = task
+                future, fn, args, kwargs = task
                 if not future.set_running_or_notify_cancel():
                     continue
                 try:
@@ -147,7 +145,7 @@ class MPIPoolExecutor(ChunkedMaps, cf.Executor):
                     future.set_exception(exc)
                     continue
                 worker = idle.pop()
-                workers.send((key, payload), dest=worker, tag=TASK)
+                workers.send(payload, dest=worker, tag=TASK)
                 running[worker] = (future, workers.irecv(source=worker, tag=TASK))
                 quiet = False
             if quiet:

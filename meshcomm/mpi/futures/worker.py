@@ -35,8 +35,7 @@ def serve() -> None:
                 initializer(*initargs)
         except BaseException as exc:
             failed = RuntimeError(f"the worker's initializer failed: {exc!r}")
-    while (task := parent.recv(source=0, tag=TASK)) is not None:
-        key, payload = task
+    while (payload := parent.recv(source=0, tag=TASK)) is not None:
         if failed is not None:
             outcome = (False, failed)
         else:
@@ -45,7 +44,7 @@ def serve() -> None:
                 outcome = (True, fn(*args, **kwargs))
             except BaseException as exc:
                 outcome = (False, exc)
-        parent.send((key, outcome_of(*outcome)), dest=0, tag=TASK)
+        parent.send(outcome_of(*outcome), dest=0, tag=TASK)
     parent.Disconnect()
 
 
