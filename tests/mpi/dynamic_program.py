@@ -14,17 +14,9 @@ import sys
 import numpy as np
 
 from meshcomm import MPI
+from program_checks import raises
 
 HERE = __file__
-
-
-def raises(error_class, call, *args, **kwargs) -> str:
-    try:
-        call(*args, **kwargs)
-    except MPI.Exception as exc:
-        assert exc.Get_error_class() == error_class, (error_class, exc)
-        return str(exc)
-    raise AssertionError(f"{call} accepted {args} {kwargs}")
 
 
 def children_of_this_process() -> list[int]:

@@ -8,18 +8,10 @@ are checked (there is no second group to talk to).
 import numpy as np
 
 from meshcomm import MPI
+from program_checks import raises
 
 world = MPI.COMM_WORLD
 rank, size = world.Get_rank(), world.Get_size()
-
-
-def raises(error_class, call, *args, **kwargs) -> str:
-    try:
-        call(*args, **kwargs)
-    except MPI.Exception as exc:
-        assert exc.Get_error_class() == error_class, (error_class, exc)
-        return str(exc)
-    raise AssertionError(f"{call} accepted {args} {kwargs}")
 
 
 # ----- what holds with any number of ranks
