@@ -22,8 +22,11 @@ HERE = __file__
 def children_of_this_process() -> list[int]:
     pids = []
     for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
-        with open(path) as listing:
-            pids += [int(pid) for pid in listing.read().split()]
+        try:
+            with open(path) as listing:
+                pids += [int(pid) for pid in listing.read().split()]
+        except FileNotFoundError:  # that thread ended after the listing
+            continue
     return pids
 
 
