@@ -11,13 +11,14 @@ import numpy as np
 
 from meshcomm.algorithms.problem import problem_of
 from meshcomm.api import ops as _ops
-from meshcomm.api.state import group_peer, resolve_group
+from meshcomm.api.state import group_peer, lanes_of, resolve_group
 from meshcomm.api.tensors import Buffer, as_buffer, same_dtype
 from meshcomm.executor import narrow_floats
 from meshcomm.executor.reduce_ops import combiner
 from meshcomm.group.call import Call
 
 
+_OP = _ops.ReduceOp.RedOpType
 _COMBINES: dict[tuple, object] = {}  # (op name, storage dtype, logical dtype) -> combine, for pairs that passed
 
 
@@ -69,6 +70,17 @@ def _finishing(buf: Buffer, factor: float | None = None):
     return _then(lambda: _scale(buf.flat, buf.logical, factor), buf.finish)
 
 
+def _on_lane(group, key: tuple, input, output) -> bool:
+    """Whether the group's lane for `key` ran the call (False: the face runs it, checks and all). A face builds a
+    key (group/lanes.py) for a blocking call on numpy arrays with the group's own algorithm and timeout, from
+    everything else its checks look at."""
+    try:
+        lane = lanes_of(group).get(key)
+    except TypeError:  # an argument that cannot be a key: the face's own checks name it
+        return False
+    return lane is not None and lane.run(input, output)
+
+
 def _check_list(values, name: str, length: int) -> list:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{name} must be a list, got {type(values).__name__}")
@@ -79,6 +91,11 @@ def _check_list(values, name: str, length: int) -> list:
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, algorithm=None, timeout=None):
     """Copy `tensor` from rank `src` into `tensor` on every rank of the group."""
+    key = None
+    if type(tensor) is np.ndarray and not async_op and algorithm is None and timeout is None:
+        key = ("broadcast", src, group_src, tensor.dtype, tensor.shape)
+        if _on_lane(group, key, tensor, tensor):
+            return None
     g = resolve_group(group, op="broadcast")
     if g is None:
         return None
@@ -86,11 +103,17 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
     buf = as_buffer(tensor, "tensor", writable=True)
     problem = problem_of("broadcast", g.size, (buf.count,), root)
     buffers = {"input": buf.flat, "output": buf.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, _finishing(buf), timeout), async_op)
+    call = Call(problem, buffers, buf.dtype_name, "none", None, algorithm, _finishing(buf), timeout, key)
+    return g.collective(call, async_op)
 
 
 def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
     """Reduce `tensor` across the group; every rank gets the result in place."""
+    key = None
+    if type(tensor) is np.ndarray and type(op) is _OP and not async_op and algorithm is None and timeout is None:
+        key = ("all_reduce", op, tensor.dtype, tensor.shape)
+        if _on_lane(group, key, tensor, tensor):
+            return None
     g = resolve_group(group, op="all_reduce")
     if g is None:
         return None
@@ -99,12 +122,18 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
     problem = problem_of("all_reduce", g.size, (buf.count,))
     finish = _finishing(buf, factor)
     buffers = {"input": buf.flat, "output": buf.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout), async_op)
+    call = Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout, key)
+    return g.collective(call, async_op)
 
 
 def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, group_dst=None, *,
            algorithm=None, timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst`; other ranks' tensors are unchanged."""
+    key = None
+    if type(tensor) is np.ndarray and type(op) is _OP and not async_op and algorithm is None and timeout is None:
+        key = ("reduce", op, dst, group_dst, tensor.dtype, tensor.shape)
+        if _on_lane(group, key, tensor, tensor):  # a lane of a rank other than dst leaves `tensor` as it is
+            return None
     g = resolve_group(group, op="reduce")
     if g is None:
         return None
@@ -116,7 +145,7 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
     output = buf.flat if is_root else np.empty_like(buf.flat)
     finish = _finishing(buf, factor) if is_root else None
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout, key), async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -148,6 +177,13 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """output_tensor holds every rank's input_tensor concatenated in rank order."""
+    key = None
+    if (type(output_tensor) is np.ndarray and type(input_tensor) is np.ndarray and not async_op and algorithm is None
+            and timeout is None):
+        key = ("all_gather_into_tensor", output_tensor.dtype, output_tensor.shape, input_tensor.dtype,
+               input_tensor.shape)
+        if _on_lane(group, key, input_tensor, output_tensor):
+            return None
     g = resolve_group(group, op="all_gather_into_tensor")
     if g is None:
         return None
@@ -161,7 +197,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         )
     problem = problem_of("all_gather", g.size, (buf.count,) * g.size)
     buffers = {"input": buf.flat, "output": out.flat}
-    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, _finishing(out), timeout), async_op)
+    call = Call(problem, buffers, buf.dtype_name, "none", None, algorithm, _finishing(out), timeout, key)
+    return g.collective(call, async_op)
 
 
 def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
@@ -188,6 +225,12 @@ def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_o
 def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
                           algorithm=None, timeout=None):
     """Reduce `input` across the group; rank r keeps block r (of output's size) in `output`."""
+    key = None
+    if (type(output) is np.ndarray and type(input) is np.ndarray and type(op) is _OP and not async_op
+            and algorithm is None and timeout is None):
+        key = ("reduce_scatter_tensor", op, output.dtype, output.shape, input.dtype, input.shape)
+        if _on_lane(group, key, input, output):
+            return None
     g = resolve_group(group, op="reduce_scatter_tensor")
     if g is None:
         return None
@@ -203,7 +246,8 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
     problem = problem_of("reduce_scatter", g.size, (out.count,) * g.size)
     finish = _finishing(out, factor)
     buffers = {"input": buf.flat, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name, name, combine, algorithm, finish, timeout), async_op)
+    call = Call(problem, buffers, out.dtype_name, name, combine, algorithm, finish, timeout, key)
+    return g.collective(call, async_op)
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None, *,
@@ -288,6 +332,13 @@ def _rows(buffer: Buffer, shape) -> tuple[int, int]:
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
                       async_op=False, *, algorithm=None, timeout=None):
     """Split `input` along dim 0 by input_split_sizes, send piece j to rank j; output collects the pieces."""
+    uniform = input_split_sizes is None and output_split_sizes is None
+    key = None
+    if (uniform and type(output) is np.ndarray and type(input) is np.ndarray and not async_op and algorithm is None
+            and timeout is None):
+        key = ("all_to_all_single", output.dtype, output.shape, input.dtype, input.shape)
+        if _on_lane(group, key, input, output):
+            return None
     g = resolve_group(group, op="all_to_all_single")
     if g is None:
         return None
@@ -298,8 +349,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     out_rows, out_row = _rows(out, tuple(output.shape))
     send = _splits(input_split_sizes, "input_split_sizes", in_rows, g.size, in_row)
     recv = _splits(output_split_sizes, "output_split_sizes", out_rows, g.size, out_row)
-    return _all_to_all(g, buf, out.flat, send, recv, _finishing(out), algorithm, async_op, timeout,
-                       uniform=input_split_sizes is None and output_split_sizes is None)
+    return _all_to_all(g, buf, out.flat, send, recv, _finishing(out), algorithm, async_op, timeout, uniform, key)
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -330,7 +380,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
 
 
 def _all_to_all(g, buf: Buffer, output: np.ndarray, send: list[int], recv: list[int], finish, algorithm,
-                async_op, timeout, uniform: bool):
+                async_op, timeout, uniform: bool, lane_key: tuple | None = None):
     if uniform:
         counts = (send[0],) * (g.size * g.size)
         if recv != send:
@@ -339,7 +389,8 @@ def _all_to_all(g, buf: Buffer, output: np.ndarray, send: list[int], recv: list[
         counts = _exchange_matrix(g, send, recv, timeout)
     problem = problem_of("all_to_all", g.size, counts)
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout, lane_key),
+                        async_op)
 
 
 def _exchange_matrix(g, send: list[int], recv: list[int], timeout) -> tuple:

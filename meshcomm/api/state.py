@@ -33,6 +33,17 @@ def is_initialized() -> bool:
     return _runtime is not None
 
 
+_NO_LANES: dict = {}
+
+
+def lanes_of(group) -> dict:
+    """The lanes of `group` (None: the world) for the faces' repeated calls (group/lanes.py); empty when it has
+    none to offer, and the call takes the whole path, checks included."""
+    if group is None:
+        return _runtime.world.lanes if _runtime is not None else _NO_LANES
+    return group.lanes if type(group) is Group else _NO_LANES
+
+
 def resolve_group(group, member: bool = True, op: str | None = None) -> Group | None:
     """The Group for `group` (None = world); ValueError if this rank is outside it.
 

@@ -309,20 +309,31 @@ def compiled_takes(plan: Plan, buffers: dict) -> bool:
 def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
                  timeout: float, spin: float, between, group_name: str, peers) -> None:
     """run() for a call whose posts all fit in slots, by the compiled path (plan.native): the same steps, the same
-    errors, the same bytes. Its answer is None, a member that called another collective, or RECOMPUTE: the C code
-    cannot be sure of numpy's bits (a NaN pair, signed zeros), and numpy computes the result from the same posts."""
+    errors, the same bytes."""
     deadline = time.monotonic() + timeout
     try:
-        member = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin, deadline,
-                                  between)
-    except TimeoutError as exc:
-        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
-    except CollectiveMismatchError as exc:
-        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
-    if member is None:
-        return
-    if member != RECOMPUTE:
-        raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+        outcome = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin, deadline,
+                                   between)
+    except (TimeoutError, CollectiveMismatchError) as exc:
+        outcome = exc
+    if outcome is not None:
+        settle(board, plan, seq, fingerprint, buffers, combine, timeout, deadline, between, group_name, peers,
+               outcome)
+
+
+def settle(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None, timeout: float,
+           deadline: float, between, group_name: str, peers, outcome) -> None:
+    """What a compiled run answered other than success, made what the Python path gives: its error raised as this
+    module raises it; a member that called another collective; or RECOMPUTE, when the C code cannot be sure of
+    numpy's bits (a NaN pair, signed zeros) and numpy computes the result from the same posts."""
+    if isinstance(outcome, TimeoutError):
+        raise _timed_out(fingerprint, seq, group_name, timeout, outcome) from None
+    if isinstance(outcome, CollectiveMismatchError):
+        raise _mismatch_as_messages(outcome, group_name, seq, fingerprint, peers) from None
+    if isinstance(outcome, BaseException):
+        raise outcome
+    if outcome != RECOMPUTE:
+        raise _mismatch(group_name, seq, fingerprint, outcome, board.fingerprint(outcome, seq), "")
     output = buffers["output"]
     mine = buffers["input"] if plan.own_blocks is not None else None  # its own block, left out of its slot
     read_in_place = mine is not None and plan.problem.collective not in _OWN_BLOCK_FIRST

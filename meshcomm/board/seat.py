@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
-from meshcomm import config
+from meshcomm import config, native
 from meshcomm.algorithms.problem import Problem
 from meshcomm.board import run as board_run
 from meshcomm.board.segment import Board
@@ -70,6 +70,30 @@ class Seat:
         check_peers = self._ready(seq, timeout)
         board_run.run_compiled(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout,
                                self._transport.spin_seconds, check_peers, self._group_name, self._ranks)
+
+    def lane(self, turns, plan, record, latest, states: tuple[str, str], fallout, input_bytes: int,
+             output_bytes: int, timeout: float):
+        """A compiled Lane for the repeats of a call the compiled path ran by the group's `plan` (group/lanes.py):
+        `record` and `latest` are the flight recorder's, `states` its words for a started and a finished call."""
+        transport, ranks, group_id = self._transport, self._ranks, self._group_id
+
+        def check_peers(missing, seq: int) -> None:
+            transport.check_call([ranks[m] for m in missing], group_id, seq)
+
+        return native.core.Lane(turns, self._board.native, plan.board.native, transport, self._revoked, group_id,
+                                record, latest, self._group_name, plan.fingerprint, plan.algorithm, ranks, *states,
+                                check_peers,
+                                fallout, timeout, transport.spin_seconds, input_bytes, output_bytes)
+
+    def settle(self, plan, seq: int, buffers: dict, combine, timeout: float, deadline: float, outcome) -> None:
+        """What a lane's run answered other than success (board_run.settle)."""
+        transport, ranks, group_id = self._transport, self._ranks, self._group_id
+
+        def check_peers(missing) -> None:
+            transport.check_call([ranks[m] for m in missing], group_id, seq)
+
+        board_run.settle(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout, deadline,
+                         check_peers, self._group_name, ranks, outcome)
 
     def _ready(self, seq: int, timeout: float):
         """Before call `seq`: nothing is posted after an abort or a revoke (what a message's send would raise), and the board

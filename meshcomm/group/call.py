@@ -29,6 +29,7 @@ class Call:
     algorithm: str | None = None
     finish: Callable[[], Any] | None = None
     timeout: float | None = None
+    lane: tuple | None = None  # the face's key for this call's shape when a lane may run its repeats (lanes.py)
 
     @property
     def itemsize(self) -> int:

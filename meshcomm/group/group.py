@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import Callable, NamedTuple
 
+from meshcomm import native
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.board import run as board_run
@@ -22,7 +23,9 @@ from meshcomm.board.seat import Seat
 from meshcomm.errors import CommTimeoutError
 from meshcomm.executor import executor
 from meshcomm.executor import fingerprint as fp
+from meshcomm.group import lanes
 from meshcomm.group.call import Call, seconds
+from meshcomm.group.turns import Turns
 from meshcomm.group.work import MessageWork, QueuedWork, Work
 from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport.header import KIND_P2P, Key
@@ -62,10 +65,9 @@ class Group:
         # read it from the Problem); empty on one host, so single-host calls pay nothing for it.
         spread = tuple(runtime.transport.host_of[r] for r in self.ranks)
         self.hosts = spread if len(set(spread)) > 1 else ()
-        self._seq = 0
+        self._turns = native.core.Turns() if native.core is not None else Turns()
         self._seq_lock = threading.Lock()
         self._queue: queue.Queue | None = None
-        self._pending = 0
         self._worker: threading.Thread | None = None
         self.destroyed = False
         self.failed: tuple[int, ...] = ()  # members found gone by the last agreement or shrink (survival.py)
@@ -75,6 +77,7 @@ class Group:
         self._mailbox = None
         self.seat = Seat(runtime.transport, runtime.store, self.ranks, self.rank, group_id, name, runtime.trace)
         self._plans: dict[tuple, _Plan] = {}  # see _plan
+        self.lanes: dict[tuple, object] = {}  # the faces' repeated calls, run in one compiled step (lanes.py)
 
     def __repr__(self) -> str:
         return f"<Group {self.group_name!r} ranks={list(self.ranks)}>"
@@ -105,7 +108,8 @@ class Group:
         if plan is None:
             plan = self._plan(key, call.itemsize)
         limit = self.timeout if call.timeout is None else seconds(call.timeout)
-        if plan.compiled and not async_op and not self._pending and board_run.compiled_takes(plan.board, call.buffers):
+        if plan.compiled and not async_op and not self._turns.pending and board_run.compiled_takes(plan.board,
+                                                                                                    call.buffers):
             return self._run_compiled(plan, call, limit)
         run = self._run_as_messages if plan.board is None else self.seat.run
         return self.submit(plan.description, lambda seq: self._recorded(plan, seq, run, call, limit, async_op),
@@ -114,10 +118,11 @@ class Group:
     def _run_compiled(self, plan: _Plan, call: Call, limit: float) -> object:
         """A blocking call the compiled path runs, with nothing queued before it: what submit does, without the
         queue's bookkeeping (a lock and a closure cost a measurable part of an 8-byte call)."""
-        with self._seq_lock:
-            seq = self._seq
-            self._seq = seq + 1
-        return self._recorded(plan, seq, self.seat.run_compiled, call, limit, False)
+        seq, _ = self._turns.take(False)  # the compiled Turns: taken whole under the GIL, no lock needed
+        done = self._recorded(plan, seq, self.seat.run_compiled, call, limit, False)
+        if call.lane is not None and call.finish is None and limit == self.timeout and not self._debug:
+            lanes.open_lane(self, call, plan, self._turns)
+        return done
 
     def _recorded(self, plan: _Plan, seq: int, run, call: Call, limit: float, async_op: bool) -> object:
         """Run call `seq` by `run` in the flight recorder; a failure is explained (and passed on to the peers)."""
@@ -248,11 +253,8 @@ class Group:
     def submit(self, description: str, job: Callable[[int], object], async_op: bool) -> Work | None:
         """Give `job` the next sequence number and run it now or on the worker, in issue order."""
         with self._seq_lock:
-            seq = self._seq
-            self._seq += 1
-            queued = async_op or self._pending > 0
+            seq, queued = self._turns.take(async_op)
             if queued:
-                self._pending += 1
                 work = QueuedWork(f"{description} (seq {seq})")
                 self._ensure_worker().put((work, job, seq))
         if not queued:
@@ -282,11 +284,12 @@ class Group:
             except BaseException as exc:  # handed to whoever waits on the Work
                 error = exc
             with self._seq_lock:
-                self._pending -= 1
+                self._turns.done()
             work._finish(error)
 
     def shutdown(self) -> None:
         self.destroyed = True
+        self.lanes.clear()
         if self._queue is not None:
             self._queue.put(None)
             self._worker.join(timeout=5)

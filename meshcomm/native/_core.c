@@ -2,7 +2,8 @@
  *
  * The board's layout and protocol are meshcomm/board/segment.py's; this file runs the same steps for a call
  * whose posts all fit in slots (docs/native.md). Anything else (posts by reference, the two-shot all-reduce,
- * a dtype or op not served here) stays on the Python path, which shares this object's turn counters.
+ * a dtype or op not served here) stays on the Python path, which shares this object's turn counters. A Lane runs a
+ * face's repeated call of one shape from the face's arguments to the result (meshcomm/group/lanes.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -561,7 +562,7 @@ static PyObject *member_list(int *missing, int count) {
 /* Until every member of `members` is ready (segment.Board._wait): spin (or yield), then sleep on our bell in
  * slices, calling between(missing) before each sleep. Returns 0, or -1 with a Python error set. */
 static int wait_for(BoardObject *b, int me, const int *members, int nmembers, int what, uint64_t seq,
-                    double spin, double deadline, PyObject *between, const char *verb) {
+                    double spin, double deadline, PyObject *between, PyObject *call_seq, const char *verb) {
     int stack[64];
     int *missing = nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * nmembers);
     int count = 0, result = 0;
@@ -595,7 +596,9 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
         }
         /* Only members still missing matter: one that posted and then left is no reason to fail this call. */
         PyObject *list = member_list(missing, count);
-        PyObject *outcome = list ? PyObject_CallOneArg(between, list) : NULL;
+        PyObject *outcome = !list ? NULL
+                            : call_seq ? PyObject_CallFunctionObjArgs(between, list, call_seq, NULL)
+                                       : PyObject_CallOneArg(between, list);
         Py_XDECREF(list);
         if (!outcome) {
             /* A post is visible before its member is seen gone: a second look tells one that left after
@@ -643,7 +646,7 @@ done:
 }
 
 static int all_members_past(BoardObject *b, int me, long long oldest, double spin, double deadline,
-                            PyObject *between) {
+                            PyObject *between, PyObject *call_seq) {
     for (int m = 0; m < b->nmembers; m++) {
         if (load(latest_of(b, m)) <= (uint64_t)oldest) {
             int stack[64], *everyone = b->nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * b->nmembers);
@@ -653,7 +656,7 @@ static int all_members_past(BoardObject *b, int me, long long oldest, double spi
             }
             for (int i = 0; i < b->nmembers; i++) everyone[i] = i;
             int result = wait_for(b, me, everyone, b->nmembers, READY_LATEST_PAST, (uint64_t)oldest, spin, deadline,
-                                  between, "posted");
+                                  between, call_seq, "posted");
             if (everyone != stack) PyMem_Free(everyone);
             return result;
         }
@@ -690,58 +693,28 @@ static const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot
 
 #define RECOMPUTE (-2) /* run()'s answer when numpy's bits are not certain (combine): the caller computes in numpy */
 
-/* run(plan, seq, input, output, spin, deadline, between) -> None; the first member whose post carries another
- * fingerprint; or RECOMPUTE. One board call of a problem whose posts all fit in slots (board/run.py's run, the
- * same steps). */
-static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssize_t nargs);
-
-static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
-    if (!b->mapped || b->closing) {
-        PyErr_SetString(PyExc_RuntimeError, "the group's board is closed");
-        return NULL;
-    }
-    b->running++;
-    PyObject *result = board_run_mapped(b, args, nargs);
-    if (--b->running == 0 && b->closing) unmap(b);
-    return result;
-}
-
-static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyObject_TypeCheck(args[0], &PlanType)) {
-        PyErr_SetString(PyExc_TypeError, "run(plan, seq, input, output, spin, deadline, between)");
-        return NULL;
-    }
-    PlanObject *p = (PlanObject *)args[0];
-    unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
-    double spin = PyFloat_AsDouble(args[4]), deadline = PyFloat_AsDouble(args[5]);
-    if (PyErr_Occurred()) return NULL;
+/* One board call of a problem whose posts all fit in slots (board/run.py's run, the same steps), on buffers already
+ * taken: None; the first member whose post carries another fingerprint; or RECOMPUTE. `between` is called with the
+ * members still missing, and with `call_seq` after them when that is not NULL. */
+static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
+                          double deadline, PyObject *between, PyObject *call_seq) {
     if (p->nmembers != b->nmembers) {
         PyErr_Format(PyExc_ValueError, "a plan for %d members on a board of %d", p->nmembers, b->nmembers);
         return NULL;
     }
-    PyObject *between = args[6];
-    Py_buffer in = {0}, out = {0};
-    int have_in = 0, have_out = 0;
+    int have_in = in != NULL, have_out = out != NULL;
     PyObject *result = NULL;
     Py_ssize_t stack_bytes[64], *posted_bytes = NULL;
     int stack_slots[64], *where = NULL;
-    if (args[2] != Py_None) {
-        if (PyObject_GetBuffer(args[2], &in, PyBUF_SIMPLE) < 0) return NULL;
-        have_in = 1;
-    }
-    if (args[3] != Py_None) {
-        if (PyObject_GetBuffer(args[3], &out, PyBUF_WRITABLE) < 0) goto finally;
-        have_out = 1;
-    }
     int me = p->me;
     Py_ssize_t item = p->itemsize;
     Py_ssize_t own = p->own_lo >= 0 ? (p->own_hi - p->own_lo) * item : 0;
     /* a post of its whole input less its own block, or of its first `published` elements; never past its slot */
     if (p->published * item > b->slot_bytes || (p->published && !have_in) ||
-        (p->own_lo >= 0 ? !have_in || in.len != p->published * item + own || p->own_hi * item > in.len
-                        : have_in && in.len < p->published * item)) {
+        (p->own_lo >= 0 ? !have_in || in->len != p->published * item + own || p->own_hi * item > in->len
+                        : have_in && in->len < p->published * item)) {
         PyErr_SetString(PyExc_ValueError, "the call's input does not fit the plan");
-        goto finally;
+        return NULL;
     }
     posted_bytes = p->nmembers <= 64 ? stack_bytes : PyMem_Malloc(sizeof(Py_ssize_t) * p->nmembers);
     where = p->nmembers <= 64 ? stack_slots : PyMem_Malloc(sizeof(int) * p->nmembers);
@@ -752,18 +725,18 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
      * call after it */
     long long oldest = oldest_unread(b);
-    if (oldest >= 0 && all_members_past(b, me, oldest, spin, deadline, between) < 0) goto finally;
+    if (oldest >= 0 && all_members_past(b, me, oldest, spin, deadline, between, call_seq) < 0) goto finally;
     int slot = advance(b, seq);
     char *mine = slot_of(b, me, slot);
     uint64_t *words = (uint64_t *)mine;
     words[4] = 0; /* pid: in the slot, not by reference */
     words[7] = 0; /* peers do not write into our output */
     Py_ssize_t nbytes = p->published * item;
-    const char *input = have_in ? in.buf : NULL;
+    const char *input = have_in ? in->buf : NULL;
     if (p->own_lo >= 0) { /* its input less its own block */
         Py_ssize_t start = p->own_lo * item, stop = p->own_hi * item;
         if (start) memcpy(mine + HEADER, input, start);
-        if (stop < in.len) memcpy(mine + HEADER + start, input + stop, in.len - stop);
+        if (stop < in->len) memcpy(mine + HEADER + start, input + stop, in->len - stop);
     } else if (nbytes) {
         memcpy(mine + HEADER, input, nbytes);
     }
@@ -773,11 +746,13 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     __atomic_store_n(latest_of(b, me), seq + 1, __ATOMIC_RELEASE);
     wake_others(b, me);
 
-    if (wait_for(b, me, p->read, p->nread, READY_POSTED, seq, spin, deadline, between, "posted") < 0) goto finally;
+    if (wait_for(b, me, p->read, p->nread, READY_POSTED, seq, spin, deadline, between, call_seq, "posted") < 0)
+        goto finally;
     for (int i = 0; i < p->nread; i++) {
         int member = p->read[i], s = find_slot(b, member, seq);
         if (s < 0) {
-            PyErr_Format(PyExc_RuntimeError, "member %d's post of call %llu is gone from the board", member, seq);
+            PyErr_Format(PyExc_RuntimeError, "member %d's post of call %llu is gone from the board", member,
+                         (unsigned long long)seq);
             goto finally;
         }
         uint64_t *theirs = (uint64_t *)slot_of(b, member, s);
@@ -790,18 +765,18 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
     }
     where[me] = slot;
     posted_bytes[me] = nbytes;
-    const Py_ssize_t input_bytes = have_in ? in.len : 0;
+    const Py_ssize_t input_bytes = have_in ? in->len : 0;
     if (p->computes && have_out) {
-        char *target = out.buf;
+        char *target = out->buf;
         if (p->reducing) {
             Py_ssize_t count = p->hi - p->lo, bytes = count * item;
-            if (bytes > out.len) {
+            if (bytes > out->len) {
                 PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
                 goto finally;
             }
             /* its own block is read from its input: an output over it is computed aside */
-            int aside = p->own_blocks && have_in && (char *)out.buf < input + in.len &&
-                        input < (char *)out.buf + out.len;
+            int aside = p->own_blocks && have_in && (char *)out->buf < input + in->len &&
+                        input < (char *)out->buf + out->len;
             if (aside && !(target = scratch(b, bytes))) goto finally;
             for (int m = 0; m < p->nmembers; m++) {
                 const char *part = posted_at(b, p, m, where[m], p->lo, count, input, input_bytes, posted_bytes);
@@ -816,7 +791,7 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
                     goto finally;
                 }
             }
-            if (aside) memcpy(out.buf, target, bytes);
+            if (aside) memcpy(out->buf, target, bytes);
         } else {
             for (int i = 0; i < p->npieces; i++) {
                 Py_ssize_t *piece = p->pieces + 4 * i;
@@ -824,7 +799,7 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
                 Py_ssize_t start = piece[1], count = piece[2], at = piece[3];
                 const char *part = posted_at(b, p, member, where[member], start, count, input, input_bytes,
                                              posted_bytes);
-                if ((at + count) * item > out.len || !part) {
+                if ((at + count) * item > out->len || !part) {
                     PyErr_Format(PyExc_ValueError, "member %d's piece does not fit the plan", member);
                     goto finally;
                 }
@@ -837,6 +812,46 @@ static PyObject *board_run_mapped(BoardObject *b, PyObject *const *args, Py_ssiz
 finally:
     if (where != NULL && where != stack_slots) PyMem_Free(where);
     if (posted_bytes != NULL && posted_bytes != stack_bytes) PyMem_Free(posted_bytes);
+    return result;
+}
+
+/* A call holds the board's mapping while it runs; release() of a closing board waits for it. */
+static PyObject *run_held(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
+                          double deadline, PyObject *between, PyObject *call_seq) {
+    if (!b->mapped || b->closing) {
+        PyErr_SetString(PyExc_RuntimeError, "the group's board is closed");
+        return NULL;
+    }
+    b->running++;
+    PyObject *result = run_call(b, p, seq, in, out, spin, deadline, between, call_seq);
+    if (--b->running == 0 && b->closing) unmap(b);
+    return result;
+}
+
+/* run(plan, seq, input, output, spin, deadline, between) -> None; the first member whose post carries another
+ * fingerprint; or RECOMPUTE. */
+static PyObject *board_run(BoardObject *b, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyObject_TypeCheck(args[0], &PlanType)) {
+        PyErr_SetString(PyExc_TypeError, "run(plan, seq, input, output, spin, deadline, between)");
+        return NULL;
+    }
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
+    double spin = PyFloat_AsDouble(args[4]), deadline = PyFloat_AsDouble(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer in = {0}, out = {0};
+    int have_in = 0, have_out = 0;
+    PyObject *result = NULL;
+    if (args[2] != Py_None) {
+        if (PyObject_GetBuffer(args[2], &in, PyBUF_SIMPLE) < 0) return NULL;
+        have_in = 1;
+    }
+    if (args[3] != Py_None) {
+        if (PyObject_GetBuffer(args[3], &out, PyBUF_WRITABLE) < 0) goto finally;
+        have_out = 1;
+    }
+    result = run_held(b, (PlanObject *)args[0], seq, have_in ? &in : NULL, have_out ? &out : NULL, spin, deadline,
+                      args[6], NULL);
+finally:
     if (have_in) PyBuffer_Release(&in);
     if (have_out) PyBuffer_Release(&out);
     return result;
@@ -881,6 +896,274 @@ static PyTypeObject BoardType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---------------------------------------------------------------- a group's turns */
+
+/* The sequence numbers of a group's collectives and its queued calls (group/turns.py has the pure-Python twin):
+ * a lane takes its number here without a lock, as every method runs whole under the GIL. */
+typedef struct {
+    PyObject_HEAD unsigned long long next;
+    long pending; /* calls handed to the group's worker and not finished */
+} TurnsObject;
+
+/* take(queue) -> (seq, queued): the next number; queued when asked, or when calls are queued before it */
+static PyObject *turns_take(TurnsObject *self, PyObject *arg) {
+    int queue = PyObject_IsTrue(arg);
+    if (queue < 0) return NULL;
+    int queued = queue || self->pending > 0;
+    if (queued) self->pending++;
+    return Py_BuildValue("(KO)", self->next++, queued ? Py_True : Py_False);
+}
+
+static PyObject *turns_done(TurnsObject *self, PyObject *unused) {
+    self->pending--;
+    Py_RETURN_NONE;
+}
+
+static PyObject *turns_get_next(TurnsObject *self, void *closure) { return PyLong_FromUnsignedLongLong(self->next); }
+static PyObject *turns_get_pending(TurnsObject *self, void *closure) { return PyLong_FromLong(self->pending); }
+
+static PyMethodDef turns_methods[] = {
+    {"take", (PyCFunction)turns_take, METH_O,
+     "take(queue) -> (seq, queued): the next call's number; queued when asked or when calls are queued already"},
+    {"done", (PyCFunction)turns_done, METH_NOARGS, "a queued call finished"},
+    {NULL}};
+
+static PyGetSetDef turns_getset[] = {
+    {"next", (getter)turns_get_next, NULL, "the number the next call takes", NULL},
+    {"pending", (getter)turns_get_pending, NULL, "queued calls not finished", NULL},
+    {NULL}};
+
+static PyTypeObject TurnsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "meshcomm.native._core.Turns",
+    .tp_basicsize = sizeof(TurnsObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A group's collective numbers and queued calls.",
+    .tp_methods = turns_methods,
+    .tp_getset = turns_getset,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---------------------------------------------------------------- a lane: a repeated call, face to board */
+
+/* One shape of blocking call a group has run on the board by the compiled path (group/lanes.py): the same call
+ * again is numbered, recorded, posted, waited for and computed here in one step. Whatever it cannot vouch for
+ * (calls queued before it, an abort or a revoke, an array of another layout) it leaves to the Python path by
+ * answering False, before taking a number; whatever goes wrong once it has, it hands to `fallout`. */
+typedef struct {
+    PyObject_HEAD TurnsObject *turns;
+    BoardObject *board;
+    PlanObject *plan;
+    PyObject *transport; /* its `aborted` is None until it is aborted */
+    PyObject *revoked;   /* the transport's revoked groups, a dict */
+    PyObject *group_id;
+    PyObject *record;  /* the flight recorder's entries.append */
+    PyObject *latest;  /* the flight recorder's latest, a dict */
+    PyObject *group_name, *fingerprint, *algorithm, *peers, *started, *done;
+    PyObject *check;   /* check(missing, seq): raises what makes waiting pointless */
+    PyObject *fallout; /* fallout(seq, entry, outcome, deadline, input, output) */
+    double timeout, spin;
+    Py_ssize_t input_bytes, output_bytes; /* output_bytes < 0: the call writes no output here (run's is ignored) */
+} LaneObject;
+
+static PyObject *ABORTED; /* "aborted", interned */
+
+static int lane_traverse(LaneObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->turns);
+    Py_VISIT(self->board);
+    Py_VISIT(self->plan);
+    Py_VISIT(self->transport);
+    Py_VISIT(self->revoked);
+    Py_VISIT(self->record);
+    Py_VISIT(self->latest);
+    Py_VISIT(self->peers);
+    Py_VISIT(self->check);
+    Py_VISIT(self->fallout);
+    return 0;
+}
+
+static int lane_clear(LaneObject *self) {
+    Py_CLEAR(self->turns);
+    Py_CLEAR(self->board);
+    Py_CLEAR(self->plan);
+    Py_CLEAR(self->transport);
+    Py_CLEAR(self->revoked);
+    Py_CLEAR(self->group_id);
+    Py_CLEAR(self->record);
+    Py_CLEAR(self->latest);
+    Py_CLEAR(self->group_name);
+    Py_CLEAR(self->fingerprint);
+    Py_CLEAR(self->algorithm);
+    Py_CLEAR(self->peers);
+    Py_CLEAR(self->started);
+    Py_CLEAR(self->done);
+    Py_CLEAR(self->check);
+    Py_CLEAR(self->fallout);
+    return 0;
+}
+
+static void lane_dealloc(LaneObject *self) {
+    PyObject_GC_UnTrack(self);
+    lane_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Lane(turns, board, plan, transport, revoked, group_id, record, latest, group_name, fingerprint, algorithm, peers,
+ *      started, done, check, fallout, timeout, spin, input_bytes, output_bytes) */
+static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *o[16];
+    if (self->turns != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Lane is made once");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!OOO!UOUO!UUOOddnn", &TurnsType, &o[0], &BoardType, &o[1], &PlanType, &o[2],
+                          &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &PyDict_Type, &o[7], &o[8], &o[9], &o[10],
+                          &PyTuple_Type, &o[11], &o[12], &o[13], &o[14], &o[15], &self->timeout, &self->spin,
+                          &self->input_bytes, &self->output_bytes))
+        return -1;
+    PyObject **fields[16] = {(PyObject **)&self->turns, (PyObject **)&self->board, (PyObject **)&self->plan,
+                             &self->transport, &self->revoked, &self->group_id, &self->record, &self->latest,
+                             &self->group_name, &self->fingerprint, &self->algorithm, &self->peers, &self->started,
+                             &self->done, &self->check, &self->fallout};
+    for (int i = 0; i < 16; i++) *fields[i] = Py_NewRef(o[i]);
+    return 0;
+}
+
+static PyObject *wall_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+}
+
+/* Whether nothing stops a call being posted now: no abort, no revoke, the board open (group.Seat._ready). */
+static int lane_open(LaneObject *self) {
+    if (self->turns->pending > 0 || !self->board->mapped || self->board->closing) return 0;
+    PyObject *aborted = PyObject_GetAttr(self->transport, ABORTED);
+    if (!aborted) return -1;
+    int open = aborted == Py_None;
+    Py_DECREF(aborted);
+    if (!open) return 0;
+    PyObject *revoked = PyDict_GetItemWithError(self->revoked, self->group_id);
+    if (revoked) return 0;
+    return PyErr_Occurred() ? -1 : 1;
+}
+
+/* The flight recorder's entry for call `seq` (trace/flight_recorder.py's FlightRecorder.start). */
+static PyObject *lane_entry(LaneObject *self, PyObject *seq) {
+    PyObject *entry = PyList_New(9);
+    PyObject *started_at = wall_clock();
+    if (!entry || !started_at) {
+        Py_XDECREF(entry);
+        Py_XDECREF(started_at);
+        return NULL;
+    }
+    PyObject *items[9] = {self->group_name, seq, self->fingerprint, self->algorithm, self->peers, self->started,
+                          started_at, Py_None, Py_None};
+    for (int i = 0; i < 9; i++) {
+        if (i != 6) Py_INCREF(items[i]);
+        PyList_SET_ITEM(entry, i, items[i]);
+    }
+    PyObject *appended = PyObject_CallOneArg(self->record, entry);
+    if (!appended || PyDict_SetItem(self->latest, self->group_name, entry) < 0) {
+        Py_XDECREF(appended);
+        Py_DECREF(entry);
+        return NULL;
+    }
+    Py_DECREF(appended);
+    return entry;
+}
+
+/* run(input, output) -> True once the call ran here; False, before anything moved, for the Python path to run it */
+static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "run(input, output)");
+        return NULL;
+    }
+    int open = lane_open(self);
+    if (open <= 0) return open < 0 ? NULL : Py_NewRef(Py_False);
+    Py_buffer in, out;
+    int have_out = self->output_bytes >= 0, same = args[0] == args[1];
+    if (PyObject_GetBuffer(args[0], &in, same && have_out ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return Py_NewRef(Py_False);
+    }
+    if (in.len != self->input_bytes) {
+        PyBuffer_Release(&in);
+        return Py_NewRef(Py_False);
+    }
+    if (have_out && !same) {
+        if (PyObject_GetBuffer(args[1], &out, PyBUF_WRITABLE) < 0) {
+            PyErr_Clear();
+            PyBuffer_Release(&in);
+            return Py_NewRef(Py_False);
+        }
+        if (out.len != self->output_bytes) {
+            PyBuffer_Release(&out);
+            PyBuffer_Release(&in);
+            return Py_NewRef(Py_False);
+        }
+    }
+    Py_buffer *output = !have_out ? NULL : same ? &in : &out;
+    PyObject *seq = PyLong_FromUnsignedLongLong(self->turns->next++);
+    PyObject *entry = seq ? lane_entry(self, seq) : NULL;
+    PyObject *outcome = NULL, *answer = NULL;
+    double deadline = monotonic() + self->timeout;
+    if (entry) {
+        outcome = run_held(self->board, self->plan, PyLong_AsUnsignedLongLong(seq), &in, output, self->spin,
+                           deadline, self->check, seq);
+    }
+    PyBuffer_Release(&in);
+    if (have_out && !same) PyBuffer_Release(&out);
+    if (!entry) goto finally;
+    if (outcome == Py_None) {
+        PyObject *ended = wall_clock();
+        if (!ended) goto finally;
+        PyList_SetItem(entry, 7, ended); /* ENDED */
+        Py_INCREF(self->done);
+        PyList_SetItem(entry, 5, self->done); /* STATE */
+        answer = Py_NewRef(Py_True);
+        goto finally;
+    }
+    if (!outcome) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) goto finally; /* an interrupt goes straight up */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        if (traceback) PyException_SetTraceback(value, traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+        outcome = value;
+    }
+    PyObject *when = PyFloat_FromDouble(deadline);
+    if (when) {
+        PyObject *handed[6] = {seq, entry, outcome, when, args[0], args[1]};
+        answer = PyObject_Vectorcall(self->fallout, handed, 6, NULL);
+        Py_DECREF(when);
+    }
+finally:
+    Py_XDECREF(outcome);
+    Py_XDECREF(entry);
+    Py_XDECREF(seq);
+    return answer;
+}
+
+static PyMethodDef lane_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))lane_run, METH_FASTCALL,
+     "run(input, output): True once the call ran; False, before anything moved, when the Python path must run it"},
+    {NULL}};
+
+static PyTypeObject LaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "meshcomm.native._core.Lane",
+    .tp_basicsize = sizeof(LaneObject),
+    .tp_dealloc = (destructor)lane_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A repeated blocking call of one shape, run from the face to the board in one step.",
+    .tp_traverse = (traverseproc)lane_traverse,
+    .tp_clear = (inquiry)lane_clear,
+    .tp_methods = lane_methods,
+    .tp_init = (initproc)lane_init,
+    .tp_new = PyType_GenericNew,
+};
+
 static PyMethodDef module_methods[] = {
     {"futex_wait", py_futex_wait, METH_VARARGS,
      "futex_wait(address, expected, timeout): sleep while the u32 at address holds expected (GIL released)"},
@@ -893,13 +1176,20 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "meshcomm's 
                                     module_methods};
 
 PyMODINIT_FUNC PyInit__core(void) {
-    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&BoardType) < 0) return NULL;
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&BoardType) < 0 || PyType_Ready(&TurnsType) < 0 ||
+        PyType_Ready(&LaneType) < 0)
+        return NULL;
+    if (!(ABORTED = PyUnicode_InternFromString("aborted"))) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&PlanType);
     Py_INCREF(&BoardType);
+    Py_INCREF(&TurnsType);
+    Py_INCREF(&LaneType);
     if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
-        PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0) {
+        PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0 ||
+        PyModule_AddObject(m, "Turns", (PyObject *)&TurnsType) < 0 ||
+        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

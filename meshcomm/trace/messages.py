@@ -102,6 +102,10 @@ class TracedTransport(Transport):
     def spin_seconds(self) -> float:
         return self._transport.spin_seconds
 
+    @property
+    def aborted(self) -> Exception | None:
+        return self._transport.aborted
+
     def close(self) -> None:
         self._transport.close()
 

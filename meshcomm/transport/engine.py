@@ -64,7 +64,7 @@ class SocketTransport(Transport):
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._closed = False
-        self._aborted: Exception | None = None
+        self.aborted: Exception | None = None
         self._listener = tcp.Listener(rank, world_size, address, token, tls)
         self.address = self._listener.address
         self._local: LocalPeers | None = None
@@ -151,8 +151,8 @@ class SocketTransport(Transport):
         posted = PostedRecv(handle, peer, buffer, fingerprint)
         matcher = self.matcher
         with self._lock:
-            if self._aborted is not None:
-                handle.fail(self._aborted)
+            if self.aborted is not None:
+                handle.fail(self.aborted)
                 return handle
             if matcher.revoked and (revoked := matcher.revoked_error(key)) is not None:
                 handle.fail(revoked)
@@ -204,8 +204,8 @@ class SocketTransport(Transport):
             raise ValueError(f"peer must be a rank in [0, {self.world_size}), got {peer}") from None
 
     def _check_usable(self, state: Peer) -> None:
-        if self._aborted is not None:
-            raise self._aborted
+        if self.aborted is not None:
+            raise self.aborted
         if state.lost is not None:
             raise PeerLostError(f"rank {self.rank}: connection to rank {state.rank} was lost earlier", state.rank)
 
@@ -227,15 +227,15 @@ class SocketTransport(Transport):
         return self._spin
 
     def raise_if_aborted(self) -> None:
-        if self._aborted is not None:
-            raise self._aborted
+        if self.aborted is not None:
+            raise self.aborted
 
     def check_call(self, peers: list[int], group: int, seq: int) -> None:
         """Look at the connections once, then raise what makes waiting for collective (group, seq) pointless."""
         self.progress(0)
         with self._lock:
-            if self._aborted is not None:
-                raise self._aborted
+            if self.aborted is not None:
+                raise self.aborted
             failed = self.matcher.revoked.get(group) or self.matcher.failed_calls.get((group, seq))
             if failed is not None:
                 raise failed
@@ -385,7 +385,7 @@ class SocketTransport(Transport):
                     return True
             elif state.channel.readable():
                 return True
-        return self._aborted is not None
+        return self.aborted is not None
 
     def _until_hold_ends(self) -> float:
         ends = [p.inbound.held_until for p in self._shm_peers if p.inbound.held is not None]
@@ -475,12 +475,12 @@ class SocketTransport(Transport):
             if state.inbound.handle is not None:
                 # A payload was half-read straight into a posted receive.
                 state.inbound.handle.fail(error)
-        if isinstance(exc, Notice) and self._aborted is None:
+        if isinstance(exc, Notice) and self.aborted is None:
             self.abort(error)  # a broken job fails everything here, not just what involved that peer
 
     def abort(self, error: Exception, notice: str | None = None) -> None:
         with self._lock:
-            self._aborted = error
+            self.aborted = error
             self.matcher.fail_all(error)
             for state in self._peers.values():
                 for entry in state.sendq:

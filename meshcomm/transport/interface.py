@@ -30,6 +30,7 @@ class Transport(abc.ABC):
     link_labels: Sequence[int]  # per rank, a label shared by the ranks this one reaches through shared memory
     crowded: bool  # this host runs more ranks than it has cores
     revoked_groups: Mapping[int, Exception]  # group -> why it was revoked (here or by a peer); live, read-only to callers
+    aborted: Exception | None  # the abort's error once aborted (raise_if_aborted raises it), else None; read-only
 
     # ----- messages
 

@@ -45,6 +45,19 @@ def test_every_survivor_of_a_sigkill_names_the_dead_rank(tmp_path, nranks, colle
 
 
 @pytest.mark.timeout(100)
+@pytest.mark.parametrize("nranks, victim", [(2, 1), (3, 0)])
+def test_a_sigkill_during_a_small_calls_wait_on_its_lane_is_named(tmp_path, nranks, victim) -> None:
+    # 2-element all_reduces in a loop: on the compiled path every call after the first runs on its lane
+    # (group/lanes.py), and the survivors wait in C when the victim dies.
+    run = run_scenario(tmp_path, nranks, "kill", "all_reduce", victim, timeout=60, env={"FAULT_COUNT": "2"})
+    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
+    assert_clean(run, victim)
+    for outcome in run.survivors(victim):
+        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+        assert f"rank {victim}" in outcome.message and "flight recorder dumped" in outcome.message
+
+
+@pytest.mark.timeout(100)
 @pytest.mark.parametrize("nranks, victim", [(3, 2), (3, 0), (2, 1)])
 def test_a_rank_dead_before_the_group_s_first_board_call_is_named_not_waited_for(tmp_path, nranks, victim) -> None:
     # The board is made at a group's first board call, with the store's help: a member that died before

@@ -1,0 +1,187 @@
+"""Lanes (meshcomm/group/lanes.py): a face's repeated blocking call, run from the face to the board in one compiled
+step, gives the bytes, flight-recorder entries, checks and errors of the whole path."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from meshcomm import native
+from tests.board.test_native import _FLOATS, _INTS, _pairs, _values
+from tests.ranks import Cluster
+
+needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or "
+                                                                "MESHCOMM_NATIVE=0)")
+REPEATS = 3  # the first call of a shape makes its lane; the others run on it
+
+
+def repeat_every_laned_call(with_bfloat16: bool) -> tuple[list[str], str, list[str]]:
+    """Each call a lane serves, on every dtype and op, REPEATS times over with new values: (the collectives with a
+    lane, a digest of every byte, what the flight recorder got wrong)."""
+    import meshcomm as dist
+    from meshcomm import ReduceOp
+    from meshcomm.api.state import resolve_group, runtime
+    from meshcomm.trace import flight_recorder as fr
+
+    g = resolve_group(None)
+    rank, n = g.rank, g.size
+    digest = hashlib.sha256()
+    ops = (ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.BXOR, ReduceOp.AVG)
+    dtypes = ("bool", *_INTS, *_FLOATS, *(("bfloat16",) if with_bfloat16 else ()))
+    recorder = runtime().recorder
+    for dtype in dtypes:
+        floating = dtype in _FLOATS or dtype == "bfloat16"
+        for op in ops:
+            if (floating and op is ReduceOp.BXOR) or (op is ReduceOp.AVG and not floating):
+                continue
+            for count in (1, 7, 33):
+                for repeat in range(REPEATS):
+                    x = _values(dtype, rank + repeat, count)
+                    dist.all_reduce(x, op=op)
+                    digest.update(x.tobytes())
+                    z = np.empty(count, dtype=dtype)
+                    dist.reduce_scatter_tensor(z, np.concatenate([_values(dtype, rank + r + repeat, count)
+                                                                  for r in range(n)]), op=op)
+                    digest.update(z.tobytes())
+                    y = _values(dtype, rank + repeat, count)
+                    dist.reduce(y, dst=repeat % n, op=op)  # on the other ranks, y is left as it was
+                    digest.update(y.tobytes())
+        if dtype in _FLOATS:  # NaN pairs and signed zeros: the C code hands these back to numpy (fallout)
+            for op in (ReduceOp.SUM, ReduceOp.MIN, ReduceOp.MAX):
+                for repeat in range(REPEATS):
+                    x = _pairs(dtype, rank + repeat, 9)
+                    dist.all_reduce(x, op=op)
+                    digest.update(x.tobytes())
+                    y = _pairs(dtype, rank + repeat, 9)
+                    dist.reduce(y, dst=0, op=op)
+                    digest.update(y.tobytes())
+        for repeat in range(REPEATS):
+            x = _values(dtype, rank + repeat, 5)
+            dist.broadcast(x, src=n - 1)
+            digest.update(x.tobytes())
+            out = np.empty(5 * n, dtype=dtype)
+            dist.all_gather_into_tensor(out, _values(dtype, rank + repeat, 5))
+            digest.update(out.tobytes())
+            out = np.empty(3 * n, dtype=dtype)
+            dist.all_to_all_single(out, _values(dtype, rank + repeat, 3 * n))
+            digest.update(out.tobytes())
+    entries = [entry for entry in recorder.entries if entry[fr.GROUP] == g.group_name]  # the latest calls
+    wrong = [f"seq {entry[fr.SEQ]} is {entry[fr.STATE]}" for entry in entries if entry[fr.STATE] != fr.DONE_STATE]
+    seqs = [entry[fr.SEQ] for entry in entries]
+    if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+        wrong.append(f"the recorded calls are not numbered one after the other: {seqs[:20]}...")
+    return sorted({key[0] for key in g.lanes}), digest.hexdigest(), wrong
+
+
+@needs_compiled
+@pytest.mark.parametrize("n", [2, 3])
+def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int) -> None:
+    try:
+        import ml_dtypes  # noqa: F401
+
+        with_bfloat16 = True
+    except ImportError:
+        with_bfloat16 = False
+    with Cluster(n, env={"MESHCOMM_NATIVE": "0"}) as python_path:
+        python_results = python_path.run(repeat_every_laned_call, with_bfloat16, timeout=240)
+    with Cluster(n) as compiled_path:
+        compiled_results = compiled_path.run(repeat_every_laned_call, with_bfloat16, timeout=240)
+    laned = ["all_gather_into_tensor", "all_reduce", "all_to_all_single", "broadcast", "reduce", "reduce_scatter_tensor"]
+    assert all(lanes == [] and wrong == [] for lanes, _, wrong in python_results), python_results
+    assert all(lanes == laned and wrong == [] for lanes, _, wrong in compiled_results), compiled_results
+    assert [digest for _, digest, _ in compiled_results] == [digest for _, digest, _ in python_results]
+
+
+def what_a_lane_leaves_to_the_face() -> list[str]:
+    """Calls with a lane's key that it must not run itself; what came out otherwise than the whole path gives."""
+    import meshcomm as dist
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    total = n * (n + 1) / 2
+    wrong = []
+    for _ in range(2):
+        x = np.full(4, rank + 1, np.float32)
+        dist.all_reduce(x)
+    if ("all_reduce", dist.ReduceOp.SUM, np.dtype(np.float32), (4,)) not in resolve_group(None).lanes:
+        wrong.append("no lane after two calls of one shape")
+    frozen = np.full(4, rank + 1, np.float32)
+    frozen.flags.writeable = False
+    try:
+        dist.all_reduce(frozen)
+        wrong.append("a read-only tensor was reduced")
+    except ValueError as exc:
+        if "tensor is read-only" not in str(exc):
+            wrong.append(f"read-only: {exc}")
+    if frozen.tolist() != [rank + 1] * 4:
+        wrong.append(f"the read-only tensor changed: {frozen.tolist()}")
+    parent = np.full((4, 2), rank + 1, np.float32)
+    strided = parent[:, 0]  # the lane's dtype and shape, not its layout
+    dist.all_reduce(strided)
+    if parent[:, 0].tolist() != [total] * 4 or parent[:, 1].tolist() != [rank + 1] * 4:
+        wrong.append(f"strided: {parent.tolist()}")
+    queued = np.full(4, rank + 10, np.float32)
+    work = dist.all_reduce(queued, async_op=True)
+    after = np.full(4, rank + 1, np.float32)
+    dist.all_reduce(after)  # behind the queued call, in issue order
+    work.wait()
+    if queued.tolist() != [total + 9 * n] * 4 or after.tolist() != [total] * 4:
+        wrong.append(f"queued then blocking: {queued.tolist()} {after.tolist()}")
+    for _ in range(2):
+        kept = np.full(4, rank + 1, np.float32)
+        kept.flags.writeable = rank == 0  # read-only where it is only read
+        dist.reduce(kept, dst=0)
+        if kept.tolist() != [total if rank == 0 else rank + 1] * 4:
+            wrong.append(f"reduce to rank 0: {kept.tolist()}")
+    for src in (0, n - 1, 0):
+        y = np.full(4, rank, np.float32)
+        dist.broadcast(y, src=src)
+        if y.tolist() != [src] * 4:
+            wrong.append(f"broadcast from {src}: {y.tolist()}")
+    out = np.empty(4 * n, np.float32)
+    try:
+        dist.all_gather_into_tensor(out, np.ones(3, np.float32))
+        wrong.append("an all_gather_into_tensor of the wrong size ran")
+    except ValueError as exc:
+        if "output_tensor must have group size x input_tensor elements" not in str(exc):
+            wrong.append(f"all_gather size: {exc}")
+    return wrong
+
+
+@needs_compiled
+def test_a_lane_leaves_what_it_cannot_vouch_for_to_the_faces_checks() -> None:
+    with Cluster(2) as ranks:
+        assert ranks.run(what_a_lane_leaves_to_the_face, timeout=60) == [[], []]
+
+
+def call_otherwise_on_a_lane() -> list:
+    """Both ranks have lanes for an all_reduce and a broadcast of one shape; then rank 1 broadcasts where rank 0
+    all-reduces. Returns (the error's type and message, the recorder's state for that call)."""
+    import meshcomm as dist
+    from meshcomm.api.state import runtime
+    from meshcomm.trace import flight_recorder as fr
+
+    rank = dist.get_rank()
+    for _ in range(REPEATS):
+        dist.all_reduce(np.ones(4, np.float32))
+        dist.broadcast(np.ones(4, np.float32), src=0)
+    try:
+        if rank == 0:
+            dist.all_reduce(np.ones(4, np.float32))
+        else:
+            dist.broadcast(np.ones(4, np.float32), src=0)
+    except Exception as exc:
+        return [type(exc).__name__, str(exc), runtime().recorder.entries[-1][fr.STATE]]
+    return ["no error"]
+
+
+@needs_compiled
+def test_another_call_on_a_lane_is_named_as_on_the_whole_path() -> None:
+    with Cluster(2) as ranks:
+        outcomes = ranks.run(call_otherwise_on_a_lane, timeout=90)
+    for rank, (kind, message, state) in enumerate(outcomes):
+        assert kind == "CollectiveMismatchError", (rank, message)
+        assert "all_reduce" in message and "broadcast" in message and f"at seq {2 * REPEATS}" in message, message
+        assert state == "failed"
