@@ -92,7 +92,8 @@ def _check_list(values, name: str, length: int) -> list:
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, algorithm=None, timeout=None):
     """Copy `tensor` from rank `src` into `tensor` on every rank of the group."""
     key = None
-    if type(tensor) is np.ndarray and not async_op and algorithm is None and timeout is None:
+    if (type(tensor) is np.ndarray and not async_op and algorithm is None and timeout is None
+            and type(src if group_src is None else group_src) is int):  # 1.0 == 1, but only an int is a rank
         key = ("broadcast", src, group_src, tensor.dtype, tensor.shape)
         if _on_lane(group, key, tensor, tensor):
             return None
@@ -130,7 +131,8 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
            algorithm=None, timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst`; other ranks' tensors are unchanged."""
     key = None
-    if type(tensor) is np.ndarray and type(op) is _OP and not async_op and algorithm is None and timeout is None:
+    if (type(tensor) is np.ndarray and type(op) is _OP and not async_op and algorithm is None and timeout is None
+            and type(dst if group_dst is None else group_dst) is int):  # 1.0 == 1, but only an int is a rank
         key = ("reduce", op, dst, group_dst, tensor.dtype, tensor.shape)
         if _on_lane(group, key, tensor, tensor):  # a lane of a rank other than dst leaves `tensor` as it is
             return None

@@ -85,15 +85,20 @@ class Seat:
                                 check_peers,
                                 fallout, timeout, transport.spin_seconds, input_bytes, output_bytes)
 
-    def settle(self, plan, seq: int, buffers: dict, combine, timeout: float, deadline: float, outcome) -> None:
-        """What a lane's run answered other than success (board_run.settle)."""
-        transport, ranks, group_id = self._transport, self._ranks, self._group_id
+    def settler(self, plan):
+        """settle(seq, buffers, combine, timeout, deadline, outcome): what a lane's run by `plan` answered other
+        than success (board_run.settle), on the board the lane runs on, even if the group is closed meanwhile."""
+        transport, ranks, group_id, board, name = self._transport, self._ranks, self._group_id, self._board, \
+            self._group_name
 
-        def check_peers(missing) -> None:
-            transport.check_call([ranks[m] for m in missing], group_id, seq)
+        def settle(seq: int, buffers: dict, combine, timeout: float, deadline: float, outcome) -> None:
+            def check_peers(missing) -> None:
+                transport.check_call([ranks[m] for m in missing], group_id, seq)
 
-        board_run.settle(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout, deadline,
-                         check_peers, self._group_name, ranks, outcome)
+            board_run.settle(board, plan.board, seq, plan.fingerprint, buffers, combine, timeout, deadline,
+                             check_peers, name, ranks, outcome)
+
+        return settle
 
     def _ready(self, seq: int, timeout: float):
         """Before call `seq`: nothing is posted after an abort or a revoke (what a message's send would raise), and the board

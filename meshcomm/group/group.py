@@ -108,17 +108,17 @@ class Group:
         if plan is None:
             plan = self._plan(key, call.itemsize)
         limit = self.timeout if call.timeout is None else seconds(call.timeout)
-        if plan.compiled and not async_op and not self._turns.pending and board_run.compiled_takes(plan.board,
-                                                                                                    call.buffers):
-            return self._run_compiled(plan, call, limit)
+        if plan.compiled and not async_op and board_run.compiled_takes(plan.board, call.buffers):
+            seq = self._turns.take_now()  # the compiled Turns: look and take in one step under the GIL, no lock
+            if seq is not None:
+                return self._run_compiled(plan, seq, call, limit)
         run = self._run_as_messages if plan.board is None else self.seat.run
         return self.submit(plan.description, lambda seq: self._recorded(plan, seq, run, call, limit, async_op),
                            async_op)
 
-    def _run_compiled(self, plan: _Plan, call: Call, limit: float) -> object:
-        """A blocking call the compiled path runs, with nothing queued before it: what submit does, without the
+    def _run_compiled(self, plan: _Plan, seq: int, call: Call, limit: float) -> object:
+        """Blocking call `seq` the compiled path runs, with nothing queued before it: what submit does, without the
         queue's bookkeeping (a lock and a closure cost a measurable part of an 8-byte call)."""
-        seq, _ = self._turns.take(False)  # the compiled Turns: taken whole under the GIL, no lock needed
         done = self._recorded(plan, seq, self.seat.run_compiled, call, limit, False)
         if call.lane is not None and call.finish is None and limit == self.timeout and not self._debug:
             lanes.open_lane(self, call, plan, self._turns)

@@ -27,6 +27,7 @@ def open_lane(group, call, plan, turns) -> None:
     if len(group.lanes) >= _LANES_KEPT:
         group.lanes.clear()
     recorder, runtime, seat = group.runtime.recorder, group.runtime, group.seat
+    settle = seat.settler(plan)
     combine, timeout = call.combine, group.timeout
     storage = call.buffers["input"].dtype  # narrow floats travel as the integers of their width
     problem = plan.board.problem
@@ -40,7 +41,7 @@ def open_lane(group, call, plan, turns) -> None:
         mine = flat(input)
         buffers = {"input": mine, "output": np.empty_like(mine) if scratch else flat(output)}
         try:
-            seat.settle(plan, seq, buffers, combine, timeout, deadline, outcome)
+            settle(seq, buffers, combine, timeout, deadline, outcome)
         except Exception as exc:
             recorder.finish(entry, exc)
             raise runtime.explain_failure(group, seq, entry, exc) from None

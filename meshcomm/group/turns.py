@@ -22,6 +22,14 @@ class Turns:
             self.pending += 1
         return seq, queued
 
+    def take_now(self) -> int | None:
+        """The number of a call run at once, or None when calls wait on the worker (it must queue behind them)."""
+        if self.pending > 0:
+            return None
+        seq = self.next
+        self.next = seq + 1
+        return seq
+
     def done(self) -> None:
         """A call the worker ran finished."""
         self.pending -= 1

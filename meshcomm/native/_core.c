@@ -914,6 +914,12 @@ static PyObject *turns_take(TurnsObject *self, PyObject *arg) {
     return Py_BuildValue("(KO)", self->next++, queued ? Py_True : Py_False);
 }
 
+/* take_now() -> seq, or None when calls are queued: the number of a call run at once, in one step with the look */
+static PyObject *turns_take_now(TurnsObject *self, PyObject *unused) {
+    if (self->pending > 0) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(self->next++);
+}
+
 static PyObject *turns_done(TurnsObject *self, PyObject *unused) {
     self->pending--;
     Py_RETURN_NONE;
@@ -925,6 +931,8 @@ static PyObject *turns_get_pending(TurnsObject *self, void *closure) { return Py
 static PyMethodDef turns_methods[] = {
     {"take", (PyCFunction)turns_take, METH_O,
      "take(queue) -> (seq, queued): the next call's number; queued when asked or when calls are queued already"},
+    {"take_now", (PyCFunction)turns_take_now, METH_NOARGS,
+     "take_now() -> seq, or None when calls are queued: the number of a call run at once"},
     {"done", (PyCFunction)turns_done, METH_NOARGS, "a queued call finished"},
     {NULL}};
 
@@ -1076,6 +1084,10 @@ static PyObject *lane_entry(LaneObject *self, PyObject *seq) {
 static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "run(input, output)");
+        return NULL;
+    }
+    if (self->turns == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a Lane is made by Lane(...) before it runs");
         return NULL;
     }
     int open = lane_open(self);

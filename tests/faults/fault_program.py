@@ -112,7 +112,10 @@ def main() -> None:
             else:
                 call(collective, rank, size)
     except dist.MeshcommError as exc:
-        result.update(outcome="error", error=type(exc).__name__, message=str(exc))
+        from meshcomm.api.state import lanes_of
+
+        # whether the world group had lanes (group/lanes.py) for its repeated calls when the error came
+        result.update(outcome="error", error=type(exc).__name__, message=str(exc), laned=bool(lanes_of(None)))
         if isinstance(exc, dist.PeerLostError):
             result["peer"] = exc.peer
     result.update(started=started, ended=time.time())

@@ -54,6 +54,7 @@ def test_a_sigkill_during_a_small_calls_wait_on_its_lane_is_named(tmp_path, nran
     assert_clean(run, victim)
     for outcome in run.survivors(victim):
         assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+        assert outcome.result["laned"] == outcome.result["native"] and outcome.result["completed"] > 1
         assert f"rank {victim}" in outcome.message and "flight recorder dumped" in outcome.message
 
 
