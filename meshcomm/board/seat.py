@@ -82,14 +82,13 @@ class Seat:
 
         return native.core.Lane(turns, self._board.native, plan.board.native, transport, self._revoked, group_id,
                                 record, latest, self._group_name, plan.fingerprint, plan.algorithm, ranks, *states,
-                                check_peers,
-                                fallout, timeout, transport.spin_seconds, input_bytes, output_bytes)
+                                check_peers, fallout, timeout, transport.spin_seconds, input_bytes, output_bytes)
 
     def settler(self, plan):
         """settle(seq, buffers, combine, timeout, deadline, outcome): what a lane's run by `plan` answered other
         than success (board_run.settle), on the board the lane runs on, even if the group is closed meanwhile."""
-        transport, ranks, group_id, board, name = self._transport, self._ranks, self._group_id, self._board, \
-            self._group_name
+        transport, ranks, group_id, name = self._transport, self._ranks, self._group_id, self._group_name
+        board = self._board
 
         def settle(seq: int, buffers: dict, combine, timeout: float, deadline: float, outcome) -> None:
             def check_peers(missing) -> None:

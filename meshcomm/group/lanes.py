@@ -2,7 +2,7 @@
 
 An 8-byte all_reduce spends most of its time in Python: checking arguments,
 describing the call, finding its plan, numbering and recording it (the
-per-layer figures are in benchmarks/results/). Once the compiled path has run
+per-layer figures are in benchmarks/results/native-2026-11-26.md). Once the compiled path has run
 a call, everything decided for it is decided alike for the next call with the
 same key, which the face builds from what its checks looked at (the
 collective, op, root, dtypes and shapes). The group keeps a compiled Lane per
