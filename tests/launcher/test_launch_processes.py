@@ -23,10 +23,16 @@ PRINT_ENV = """
 """
 
 
+PATH_NOTE = "meshcomm run: the ranks run the pure-Python per-call path: "
+
+
 def run_launch(cmd: list[str], nproc: int, **kwargs: object) -> tuple[int, str, str]:
+    """launch()'s exit code and what it wrote; less its note on the per-call path, which a job makes without the
+    compiled extension (tested on its own below), so the checks here read the same on both paths."""
     out, err = io.StringIO(), io.StringIO()
     code = launch(cmd, nproc, stdout=out, stderr=err, **kwargs)  # type: ignore[arg-type]
-    return code, out.getvalue(), err.getvalue()
+    written = "".join(line for line in err.getvalue().splitlines(keepends=True) if not line.startswith(PATH_NOTE))
+    return code, out.getvalue(), written
 
 
 def parse(line: str) -> dict[str, str]:
@@ -154,6 +160,23 @@ def test_launch_rejects_a_bare_string_command() -> None:
 def test_success_of_every_rank_exits_zero_and_reports_nothing() -> None:
     code, out, err = run_launch([sys.executable, "-c", "pass"], 3)
     assert (code, out, err) == (0, "", "")
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_a_job_without_the_compiled_path_says_so_once_unless_the_user_chose_it(monkeypatch, forced: bool) -> None:
+    from meshcomm import native
+
+    # as where no compiler built the extension
+    monkeypatch.setattr(native, "core", None)
+    monkeypatch.setattr(native, "_built", None)
+    monkeypatch.setattr(native, "_WHY_NOT", "the compiled extension meshcomm.native._core is not built")
+    if forced:
+        monkeypatch.setenv("MESHCOMM_NATIVE", "0")
+    else:
+        monkeypatch.delenv("MESHCOMM_NATIVE", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    assert launch([sys.executable, "-c", "pass"], 2, stdout=out, stderr=err) == 0
+    assert err.getvalue().count(PATH_NOTE) == (0 if forced else 1), err.getvalue()
 
 
 KILLED_HOLDING_A_SEGMENT = """
