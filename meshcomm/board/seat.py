@@ -7,6 +7,7 @@ that is when the board is made or joined, not at group creation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from meshcomm import config, native
@@ -75,46 +76,38 @@ class Seat:
              output_bytes: int, timeout: float):
         """A compiled Lane for the repeats of a call the compiled path ran by the group's `plan` (group/lanes.py):
         `record` and `latest` are the flight recorder's, `states` its words for a started and a finished call."""
-        transport, ranks, group_id = self._transport, self._ranks, self._group_id
-
-        def check_peers(missing, seq: int) -> None:
-            transport.check_call([ranks[m] for m in missing], group_id, seq)
-
-        return native.core.Lane(turns, self._board.native, plan.board.native, transport, self._revoked, group_id,
-                                record, latest, self._group_name, plan.fingerprint, plan.algorithm, ranks, *states,
-                                check_peers, fallout, timeout, transport.spin_seconds, input_bytes, output_bytes)
+        transport = self._transport
+        return native.core.Lane(turns, self._board.native, plan.board.native, transport, self._revoked,
+                                self._group_id, record, latest, self._group_name, plan.fingerprint, plan.algorithm,
+                                self._ranks, *states, self._check_peers, fallout, timeout, transport.spin_seconds,
+                                input_bytes, output_bytes)
 
     def settler(self, plan):
         """settle(seq, buffers, combine, timeout, deadline, outcome): what a lane's run by `plan` answered other
         than success (board_run.settle), on the board the lane runs on, even if the group is closed meanwhile."""
-        transport, ranks, group_id, name = self._transport, self._ranks, self._group_id, self._group_name
-        board = self._board
+        board, check_peers, name, ranks = self._board, self._check_peers, self._group_name, self._ranks
 
         def settle(seq: int, buffers: dict, combine, timeout: float, deadline: float, outcome) -> None:
-            def check_peers(missing) -> None:
-                transport.check_call([ranks[m] for m in missing], group_id, seq)
-
             board_run.settle(board, plan.board, seq, plan.fingerprint, buffers, combine, timeout, deadline,
-                             check_peers, name, ranks, outcome)
+                             functools.partial(check_peers, seq=seq), name, ranks, outcome)
 
         return settle
 
     def _ready(self, seq: int, timeout: float):
         """Before call `seq`: nothing is posted after an abort or a revoke (what a message's send would raise), and the board
         is joined at the group's first call on it. Returns the call's liveness check, `check_peers(missing)`."""
-        transport = self._transport
-        transport.raise_if_aborted()
-        ranks, group_id = self._ranks, self._group_id
-        revoked = self._revoked
+        self._transport.raise_if_aborted()
+        group_id, revoked = self._group_id, self._revoked
         if revoked and group_id in revoked:
             raise revoked[group_id]
-
-        def check_peers(missing) -> None:
-            transport.check_call([ranks[m] for m in missing], group_id, seq)
-
+        check_peers = functools.partial(self._check_peers, seq=seq)
         if self._board is None:
             self._join(timeout, check_peers)
         return check_peers
+
+    def _check_peers(self, missing, seq: int) -> None:
+        """Raise what makes waiting for call `seq` pointless, looking at the group's members `missing`."""
+        self._transport.check_call([self._ranks[m] for m in missing], self._group_id, seq)
 
     def _join(self, timeout: float, check_peers) -> Board:
         """Make or map the group's board, at its first call on it."""

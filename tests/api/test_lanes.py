@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from meshcomm import native
-from tests.board.test_native import _FLOATS, _INTS, _pairs, _values
+from tests.board.test_native import _FLOATS, _INTS, _pairs, _values, on_both_paths
 from tests.ranks import Cluster
 
 needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or "
@@ -104,16 +104,7 @@ def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group,
 @needs_compiled
 @pytest.mark.parametrize("n", [2, 3])
 def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int) -> None:
-    try:
-        import ml_dtypes  # noqa: F401
-
-        with_bfloat16 = True
-    except ImportError:
-        with_bfloat16 = False
-    with Cluster(n, env={"MESHCOMM_NATIVE": "0"}) as python_path:
-        python_results = python_path.run(repeat_every_laned_call, with_bfloat16, timeout=240)
-    with Cluster(n) as compiled_path:
-        compiled_results = compiled_path.run(repeat_every_laned_call, with_bfloat16, timeout=240)
+    python_results, compiled_results = on_both_paths(n, repeat_every_laned_call, timeout=240)
     laned = ["all_gather_into_tensor", "all_reduce", "all_to_all_single", "broadcast", "reduce", "reduce_scatter_tensor"]
     # on the compiled path, lanes ran calls of every collective they serve; on the Python path, none
     assert all(sorted(ran) == laned and sum(ran.values()) == 0 and wrong == [] for ran, _, wrong in python_results)

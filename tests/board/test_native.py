@@ -130,9 +130,9 @@ def run_everything(with_bfloat16: bool) -> tuple[int, int, str]:
     return sum(plan.native is not None for plan in plans), len(plans), digest.hexdigest()
 
 
-@needs_compiled
-@pytest.mark.parametrize("n", [2, 3])
-def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
+def on_both_paths(n: int, fn, timeout: float) -> tuple[list, list]:
+    """fn(with_bfloat16) on n fresh ranks of the pure-Python path, then of the compiled path: their results.
+    bfloat16 is in when this interpreter can import ml_dtypes."""
     try:
         import ml_dtypes  # noqa: F401
 
@@ -140,9 +140,16 @@ def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
     except ImportError:
         with_bfloat16 = False
     with Cluster(n, env={"MESHCOMM_NATIVE": "0"}) as python_path:
-        python_results = python_path.run(run_everything, with_bfloat16, timeout=120)
+        python_results = python_path.run(fn, with_bfloat16, timeout=timeout)
     with Cluster(n) as compiled_path:
-        compiled_results = compiled_path.run(run_everything, with_bfloat16, timeout=120)
+        compiled_results = compiled_path.run(fn, with_bfloat16, timeout=timeout)
+    return python_results, compiled_results
+
+
+@needs_compiled
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
+    python_results, compiled_results = on_both_paths(n, run_everything, timeout=120)
     assert all(compiled == 0 and on_board > 50 for compiled, on_board, _ in python_results)
     # every call of the run fits in slots and is served by the compiled path
     assert all(compiled == on_board > 50 for compiled, on_board, _ in compiled_results)

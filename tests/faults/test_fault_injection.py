@@ -29,6 +29,16 @@ def assert_clean(run, victim: int | None) -> None:
     assert run.leftovers == []
 
 
+def survivors_of_a_sigkill(run, victim: int) -> list:
+    """The victim was SIGKILLed, the others exited cleanly, each with a PeerLostError naming it: their outcomes."""
+    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
+    assert_clean(run, victim)
+    survivors = list(run.survivors(victim))
+    for outcome in survivors:
+        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+    return survivors
+
+
 @pytest.mark.timeout(100)
 @pytest.mark.parametrize(
     "nranks, collective, victim, transport",
@@ -37,10 +47,7 @@ def assert_clean(run, victim: int | None) -> None:
 )
 def test_every_survivor_of_a_sigkill_names_the_dead_rank(tmp_path, nranks, collective, victim, transport) -> None:
     run = run_scenario(tmp_path, nranks, "kill", collective, victim, timeout=60, transport=transport)
-    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
-    assert_clean(run, victim)
-    for outcome in run.survivors(victim):
-        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+    for outcome in survivors_of_a_sigkill(run, victim):
         assert f"rank {victim}" in outcome.message and "flight recorder dumped" in outcome.message
 
 
@@ -50,10 +57,7 @@ def test_a_sigkill_during_a_small_calls_wait_on_its_lane_is_named(tmp_path, nran
     # 2-element all_reduces in a loop: on the compiled path every call after the first runs on its lane
     # (group/lanes.py), and the survivors wait in C when the victim dies.
     run = run_scenario(tmp_path, nranks, "kill", "all_reduce", victim, timeout=60, env={"FAULT_COUNT": "2"})
-    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
-    assert_clean(run, victim)
-    for outcome in run.survivors(victim):
-        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+    for outcome in survivors_of_a_sigkill(run, victim):
         assert outcome.result["laned"] == outcome.result["native"] and outcome.result["completed"] > 1
         assert f"rank {victim}" in outcome.message and "flight recorder dumped" in outcome.message
 
@@ -64,10 +68,7 @@ def test_a_rank_dead_before_the_group_s_first_board_call_is_named_not_waited_for
     # The board is made at a group's first board call, with the store's help: a member that died before
     # it must be noticed there as a lost peer, not at the call's 60 s deadline.
     run = run_scenario(tmp_path, nranks, "first", "all_reduce", victim, timeout=60, env={"FAULT_COUNT": "2"})
-    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
-    assert_clean(run, victim)
-    for outcome in run.survivors(victim):
-        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+    survivors_of_a_sigkill(run, victim)
 
 
 @pytest.mark.timeout(100)
@@ -145,10 +146,7 @@ TWO_SHOT = {"MESHCOMM_ALGO": "all_reduce:two_shot"}
                                                       ("all_reduce", 2, TWO_SHOT)])
 def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victim, env) -> None:
     run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=env)
-    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
-    assert_clean(run, victim)
-    for outcome in run.survivors(victim):
-        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
+    survivors_of_a_sigkill(run, victim)
 
 
 @pytest.mark.timeout(100)
@@ -156,11 +154,8 @@ def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victi
 @pytest.mark.parametrize("collective, victim", [("all_reduce", 1), ("broadcast", 0), ("all_to_all", 2)])
 def test_a_sigkill_during_a_compiled_board_wait_is_named_in_time(tmp_path, collective, victim) -> None:
     run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=BOARD)
-    assert run.outcomes[victim].returncode == -9 and run.kill_time is not None
-    assert_clean(run, victim)
-    for outcome in run.survivors(victim):
+    for outcome in survivors_of_a_sigkill(run, victim):
         assert outcome.result["native"], "the survivors ran the pure-Python path"
-        assert outcome.error == "PeerLostError" and outcome.result["peer"] == victim, outcome.message
         # Named by the liveness check, not by the call's 60 s timeout: the usual 5 s bound (docs/failures.md).
         assert outcome.result["ended"] - run.kill_time < 5.0, outcome.message
 
