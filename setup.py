@@ -1,4 +1,4 @@
-"""Builds meshcomm's compiled hot path (meshcomm/native/_core.c) when a C compiler is there.
+"""Builds meshcomm's compiled hot path (meshcomm/native/*.c) when a C compiler is there.
 
 Everything else is in pyproject.toml. Without a compiler the build goes on without the
 extension, and meshcomm runs its pure-Python path (docs/native.md).
@@ -32,7 +32,8 @@ class OptionalBuildExt(build_ext):
 
 native = Extension(
     "meshcomm.native._core",
-    sources=["meshcomm/native/_core.c"],
+    sources=["meshcomm/native/_core.c", "meshcomm/native/rings.c"],
+    depends=["meshcomm/native/common.h", "meshcomm/native/rings.h"],
     # No contraction of a * b + c into one rounding: results stay bit-identical to numpy's.
     # -O3: the reductions' loops are vectorised (the same IEEE operations, element by element).
     extra_compile_args=["-O3", "-ffp-contract=off", "-fno-strict-aliasing"],

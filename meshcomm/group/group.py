@@ -36,6 +36,10 @@ from meshcomm.tuner.predict import predict
 _PLANS_KEPT = 512  # a group's calls of that many shapes, dtypes and ops find their plan made
 
 
+def _describe_message(what: str, peer: int | None, tag: int) -> str:
+    return f"{what} {'any rank' if peer is None else f'rank {peer}'} (tag {tag})"
+
+
 class _Plan(NamedTuple):
     """How this rank runs calls of one (problem, dtype, op, algorithm); see Group._plan."""
 
@@ -199,9 +203,17 @@ class Group:
         handle = self.runtime.transport.irecv(source, buffer, Key(KIND_P2P, self.group_id, tag, 0))
         return self._message_work("irecv from", source, tag, handle, finish, lambda: handle.source)
 
+    def open_message_lane(self, key: tuple, sending: bool, peer: int, tag: int, nbytes: int) -> None:
+        """After the Python path sent `nbytes` to (or received them from) group rank `peer`: a lane for the
+        face's repeats of that call, `key`, where the transport offers one (lanes.py)."""
+        if key not in self.lanes and not self.destroyed:
+            target = self.ranks[peer]
+            words = f"{_describe_message('isend to' if sending else 'irecv from', target, tag)}, {nbytes} B"
+            lanes.open_message_lane(self, key, sending, target, Key(KIND_P2P, self.group_id, tag, 0), nbytes, words)
+
     def _message_work(self, what: str, peer: int | None, tag: int, handle, finish=None, source=None) -> MessageWork:
         transport = self.runtime.transport
-        description = f"{what} {'any rank' if peer is None else f'rank {peer}'} (tag {tag})"
+        description = _describe_message(what, peer, tag)
         recorded = self.runtime.recorder.start_p2p(self.group_name, f"{description}, {handle.nbytes} B", peer)
 
         def drive(seconds: float) -> None:

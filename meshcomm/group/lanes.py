@@ -10,14 +10,18 @@ key; the face hands the next such call straight to it. A lane runs only what
 it can vouch for and answers False, before anything moves, for the rest
 (calls queued before it, an abort, a revoke, an array laid out otherwise);
 a failure once it has posted comes back here (`fallout`) and is raised as
-the Python path raises it. docs/native.md has the whole story.
+the Python path raises it. A blocking send or receive of a small message to one
+rank gets a lane too, which moves it through the shared-memory ring itself
+(open_message_lane). docs/native.md has the whole story.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from meshcomm import native
 from meshcomm.trace.flight_recorder import DONE_STATE, STARTED_STATE
+from meshcomm.transport import header as wire
 
 _LANES_KEPT = 64  # a group's lanes, beyond which they are made again as the calls come
 
@@ -51,3 +55,22 @@ def open_lane(group, call, plan, turns) -> None:
     group.lanes[call.lane] = seat.lane(turns, plan, recorder.entries.append, recorder.latest,
                                        (STARTED_STATE, DONE_STATE), fallout, call.buffers["input"].nbytes,
                                        -1 if scratch else call.buffers["output"].nbytes, timeout)
+
+
+def open_message_lane(group, key: tuple, sending: bool, target: int, wire_key: wire.Key, nbytes: int,
+                      words: str) -> None:
+    """Keep a lane for the repeats of a blocking send to (or receive from) global rank `target` of `nbytes`,
+    when the transport lets one write (or take) such messages in its shared-memory ring (native/rings.c); the
+    flight recorder gets the entry the Python path writes, with `words`."""
+    transport = group.runtime.transport
+    ring = None if native.core is None else transport.message_ring(target, sending, nbytes)
+    if ring is None:
+        return
+    if len(group.lanes) >= _LANES_KEPT:
+        group.lanes.clear()
+    *frames, peer = ring
+    described = (group.group_name, None, words, "p2p", (target,))
+    group.lanes[key] = native.core.MessageLane(
+        sending, *frames, wire.pack(wire_key, wire.NO_FINGERPRINT, nbytes), peer, transport, group.group_id,
+        wire.Header(wire_key, wire.NO_FINGERPRINT, nbytes), group.runtime.recorder.entries.append, described, DONE_STATE, True if sending else target,
+        transport.spin_seconds)

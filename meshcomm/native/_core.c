@@ -20,6 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
+#include "rings.h"
+
 #define PAGE 4096
 #define LINE 64
 #define HEADER 64
@@ -27,12 +30,6 @@
 #define SPIN_CHECK 64    /* polls between looks at the clock while spinning */
 
 /* ---------------------------------------------------------------- clocks and system calls */
-
-static double monotonic(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int futex_sleep(uint32_t *word, uint32_t expected, double timeout) {
     struct timespec ts;
@@ -44,8 +41,6 @@ static int futex_sleep(uint32_t *word, uint32_t expected, double timeout) {
         return errno;
     return 0;
 }
-
-static void futex_wake_all(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
 
 /* OSError(code, message), as the Python path raises it: its errno is set. */
 static PyObject *os_error(int code, PyObject *message) {
@@ -1036,12 +1031,6 @@ static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static PyObject *wall_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
-}
-
 /* Whether nothing stops a call being posted now: no abort, no revoke, the board open (group.Seat._ready). */
 static int lane_open(LaneObject *self) {
     if (self->turns->pending > 0 || !self->board->mapped || self->board->closing) return 0;
@@ -1201,7 +1190,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
         PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0 ||
         PyModule_AddObject(m, "Turns", (PyObject *)&TurnsType) < 0 ||
-        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0) {
+        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -209,6 +209,17 @@ class SocketTransport(Transport):
         if state.lost is not None:
             raise PeerLostError(f"rank {self.rank}: connection to rank {state.rank} was lost earlier", state.rank)
 
+    def message_ring(self, peer: int, sending: bool, nbytes: int):
+        """For a compiled message lane (native/rings.c): `(ring mapping, ring start, ring bytes, doorbell mapping,
+        Peer)` when messages of `nbytes` to (or from) `peer` go whole, by value, through a shared-memory ring;
+        else None."""
+        state = self._peers.get(peer)
+        if state is None or not state.shm or state.lost is not None or self.aborted is not None:
+            return None
+        if nbytes >= self._single_copy or nbytes + wire.HEADER_BYTES > state.channel.part_bytes:
+            return None
+        return (*state.channel.frame_parts(sending), state)
+
     # ----- what the board needs to know
 
     def shares_memory_with(self, ranks) -> bool:

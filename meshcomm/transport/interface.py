@@ -99,6 +99,11 @@ class Transport(abc.ABC):
     def raise_if_aborted(self) -> None:
         """Raise the abort's error, if the transport was aborted."""
 
+    def message_ring(self, peer: int, sending: bool, nbytes: int):
+        """Where a compiled message lane may move messages of `nbytes` to (or from) `peer` itself (engine.py has
+        the one transport that offers it); None: every message takes the transport's own path."""
+        return None
+
     # ----- what the board needs to know
 
     @abc.abstractmethod

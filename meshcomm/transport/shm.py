@@ -113,13 +113,21 @@ class Segment:
         self._reads = self._view[_READS : _READS + npeers]
         self._rings: list[tuple[memoryview, memoryview]] = []
         for slot in range(npeers):
-            start = _PAGE + slot * (_PAGE + ring_bytes)
+            start = self.ring_start(slot)
             control = self._view[start : start + 192].cast("Q")
             data = self._view[start + _PAGE : start + _PAGE + ring_bytes]
             self._rings.append((control, data))
 
+    @property
+    def mapping(self) -> mmap.mmap:
+        return self._map
+
     def ring(self, slot: int) -> tuple[memoryview, memoryview]:
         return self._rings[slot]
+
+    def ring_start(self, slot: int) -> int:
+        """Where the ring of the peer in `slot` starts in the mapping: its control page, then its bytes."""
+        return _PAGE + slot * (_PAGE + self.ring_bytes)
 
     # ----- reading peers' memory directly (cma.py)
 
@@ -189,6 +197,7 @@ class ShmChannel:
         self._mine = mine
         self._theirs = theirs
         self._my_slot = my_slot
+        self._their_slot = their_slot
         self.peer_pid = theirs.owner_pid
         self._out_control, self._out = theirs.ring(my_slot)
         self._in_control, self._in = mine.ring(their_slot)
@@ -197,6 +206,17 @@ class ShmChannel:
         # message streams, the consumer copying one part out while the producer
         # copies the next in (benchmarks/results/design-figures-2026-11-25.md).
         self._part = max(self._size // 4, 4096)
+
+    @property
+    def part_bytes(self) -> int:
+        """The most bytes one sendmsg or recv_into moves."""
+        return self._part
+
+    def frame_parts(self, sending: bool) -> tuple[mmap.mmap, int, int, mmap.mmap]:
+        """For a compiled message lane (native/rings.c): the mapping holding the ring one way, where the ring
+        starts in it, its bytes, and the mapping whose doorbell tells the other side (the peer's, both ways)."""
+        ring_owner, slot = (self._theirs, self._my_slot) if sending else (self._mine, self._their_slot)
+        return ring_owner.mapping, ring_owner.ring_start(slot), self._size, self._theirs.mapping
 
     def peer_reads_mine(self) -> bool:
         """Whether the peer found it can read this process's memory (so large messages may go by reference)."""

@@ -130,18 +130,18 @@ def run_everything(with_bfloat16: bool) -> tuple[int, int, str]:
     return sum(plan.native is not None for plan in plans), len(plans), digest.hexdigest()
 
 
-def on_both_paths(n: int, fn, timeout: float) -> tuple[list, list]:
-    """fn(with_bfloat16) on n fresh ranks of the pure-Python path, then of the compiled path: their results.
-    bfloat16 is in when this interpreter can import ml_dtypes."""
+def on_both_paths(n: int, fn, timeout: float, env: dict[str, str] | None = None) -> tuple[list, list]:
+    """fn(with_bfloat16) on n fresh ranks of the pure-Python path, then of the compiled path, with `env`: their
+    results. bfloat16 is in when this interpreter can import ml_dtypes."""
     try:
         import ml_dtypes  # noqa: F401
 
         with_bfloat16 = True
     except ImportError:
         with_bfloat16 = False
-    with Cluster(n, env={"MESHCOMM_NATIVE": "0"}) as python_path:
+    with Cluster(n, env={**(env or {}), "MESHCOMM_NATIVE": "0"}) as python_path:
         python_results = python_path.run(fn, with_bfloat16, timeout=timeout)
-    with Cluster(n) as compiled_path:
+    with Cluster(n, env=env) as compiled_path:
         compiled_results = compiled_path.run(fn, with_bfloat16, timeout=timeout)
     return python_results, compiled_results
 

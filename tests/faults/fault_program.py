@@ -44,6 +44,13 @@ def call(name: str, rank: int, size: int, dtype=np.float32, count: int = COUNT) 
     elif name == "all_to_all":
         out = [np.empty(count // size, dtype) for _ in range(size)]
         dist.all_to_all(out, [np.full(count // size, rank, dtype) for _ in range(size)])
+    elif name == "pingpong":  # ranks 0 and 1 bounce x between them; the others sit it out
+        if rank == 0:
+            dist.send(x, 1)
+            dist.recv(x, 1)
+        elif rank == 1:
+            dist.recv(x, 0)
+            dist.send(x, 0)
     elif name == "barrier":
         dist.barrier()
     else:

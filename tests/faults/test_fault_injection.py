@@ -63,6 +63,17 @@ def test_a_sigkill_during_a_small_calls_wait_on_its_lane_is_named(tmp_path, nran
 
 
 @pytest.mark.timeout(100)
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_sigkill_during_a_ping_pong_on_its_message_lanes_is_named(tmp_path, victim) -> None:
+    # 2-element sends and receives in a loop: on the compiled path every one after the first runs on its
+    # message lane (group/lanes.py), which leaves a wait longer than its spin to the Python path.
+    run = run_scenario(tmp_path, 2, "kill", "pingpong", victim, timeout=60, env={"FAULT_COUNT": "2"})
+    for outcome in survivors_of_a_sigkill(run, victim):
+        assert outcome.result["laned"] == outcome.result["native"] and outcome.result["completed"] > 1
+        assert f"rank {victim}" in outcome.message
+
+
+@pytest.mark.timeout(100)
 @pytest.mark.parametrize("nranks, victim", [(3, 2), (3, 0), (2, 1)])
 def test_a_rank_dead_before_the_group_s_first_board_call_is_named_not_waited_for(tmp_path, nranks, victim) -> None:
     # The board is made at a group's first board call, with the store's help: a member that died before
