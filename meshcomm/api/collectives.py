@@ -12,7 +12,7 @@ import numpy as np
 from meshcomm.algorithms.problem import problem_of
 from meshcomm.api import ops as _ops
 from meshcomm.api.state import group_peer, lanes_of, resolve_group
-from meshcomm.api.tensors import Buffer, as_buffer, same_dtype
+from meshcomm.api.tensors import Buffer, as_buffer, lane_array, same_dtype
 from meshcomm.executor import narrow_floats
 from meshcomm.executor.reduce_ops import combiner
 from meshcomm.group.call import Call
@@ -72,8 +72,8 @@ def _finishing(buf: Buffer, factor: float | None = None):
 
 def _on_lane(group, key: tuple, input, output) -> bool:
     """Whether the group's lane for `key` ran the call (False: the face runs it, checks and all). A face builds a
-    key (group/lanes.py) for a blocking call on numpy arrays with the group's own algorithm and timeout, from
-    everything else its checks look at."""
+    key (group/lanes.py) for a blocking call on numpy arrays or CPU torch tensors (tensors.lane_array) with the
+    group's own algorithm and timeout, from everything else its checks look at."""
     try:
         lane = lanes_of(group).get(key)
     except TypeError:  # an argument that cannot be a key: the face's own checks name it
@@ -92,10 +92,11 @@ def _check_list(values, name: str, length: int) -> list:
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, algorithm=None, timeout=None):
     """Copy `tensor` from rank `src` into `tensor` on every rank of the group."""
     key = None
-    if (type(tensor) is np.ndarray and not async_op and algorithm is None and timeout is None
-            and type(src if group_src is None else group_src) is int):  # 1.0 == 1, but only an int is a rank
-        key = ("broadcast", src, group_src, tensor.dtype, tensor.shape)
-        if _on_lane(group, key, tensor, tensor):
+    if (not async_op and algorithm is None and timeout is None
+            and type(src if group_src is None else group_src) is int  # 1.0 == 1, but only an int is a rank
+            and (array := lane_array(tensor)) is not None):
+        key = ("broadcast", src, group_src, array.dtype, array.shape)
+        if _on_lane(group, key, array, array):
             return None
     g = resolve_group(group, op="broadcast")
     if g is None:
@@ -111,9 +112,10 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
 def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
     """Reduce `tensor` across the group; every rank gets the result in place."""
     key = None
-    if type(tensor) is np.ndarray and type(op) is _OP and not async_op and algorithm is None and timeout is None:
-        key = ("all_reduce", op, tensor.dtype, tensor.shape)
-        if _on_lane(group, key, tensor, tensor):
+    if (type(op) is _OP and not async_op and algorithm is None and timeout is None
+            and (array := lane_array(tensor)) is not None):
+        key = ("all_reduce", op, array.dtype, array.shape)
+        if _on_lane(group, key, array, array):
             return None
     g = resolve_group(group, op="all_reduce")
     if g is None:
@@ -131,10 +133,11 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
            algorithm=None, timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst`; other ranks' tensors are unchanged."""
     key = None
-    if (type(tensor) is np.ndarray and type(op) is _OP and not async_op and algorithm is None and timeout is None
-            and type(dst if group_dst is None else group_dst) is int):  # 1.0 == 1, but only an int is a rank
-        key = ("reduce", op, dst, group_dst, tensor.dtype, tensor.shape)
-        if _on_lane(group, key, tensor, tensor):  # a lane of a rank other than dst leaves `tensor` as it is
+    if (type(op) is _OP and not async_op and algorithm is None and timeout is None
+            and type(dst if group_dst is None else group_dst) is int  # 1.0 == 1, but only an int is a rank
+            and (array := lane_array(tensor)) is not None):
+        key = ("reduce", op, dst, group_dst, array.dtype, array.shape)
+        if _on_lane(group, key, array, array):  # a lane of a rank other than dst leaves `tensor` as it is
             return None
     g = resolve_group(group, op="reduce")
     if g is None:
@@ -180,11 +183,10 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """output_tensor holds every rank's input_tensor concatenated in rank order."""
     key = None
-    if (type(output_tensor) is np.ndarray and type(input_tensor) is np.ndarray and not async_op and algorithm is None
-            and timeout is None):
-        key = ("all_gather_into_tensor", output_tensor.dtype, output_tensor.shape, input_tensor.dtype,
-               input_tensor.shape)
-        if _on_lane(group, key, input_tensor, output_tensor):
+    if (not async_op and algorithm is None and timeout is None and (out := lane_array(output_tensor)) is not None
+            and (inp := lane_array(input_tensor)) is not None):
+        key = ("all_gather_into_tensor", out.dtype, out.shape, inp.dtype, inp.shape)
+        if _on_lane(group, key, inp, out):
             return None
     g = resolve_group(group, op="all_gather_into_tensor")
     if g is None:
@@ -228,10 +230,10 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
                           algorithm=None, timeout=None):
     """Reduce `input` across the group; rank r keeps block r (of output's size) in `output`."""
     key = None
-    if (type(output) is np.ndarray and type(input) is np.ndarray and type(op) is _OP and not async_op
-            and algorithm is None and timeout is None):
-        key = ("reduce_scatter_tensor", op, output.dtype, output.shape, input.dtype, input.shape)
-        if _on_lane(group, key, input, output):
+    if (type(op) is _OP and not async_op and algorithm is None and timeout is None
+            and (out := lane_array(output)) is not None and (inp := lane_array(input)) is not None):
+        key = ("reduce_scatter_tensor", op, out.dtype, out.shape, inp.dtype, inp.shape)
+        if _on_lane(group, key, inp, out):
             return None
     g = resolve_group(group, op="reduce_scatter_tensor")
     if g is None:
@@ -336,10 +338,10 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     """Split `input` along dim 0 by input_split_sizes, send piece j to rank j; output collects the pieces."""
     uniform = input_split_sizes is None and output_split_sizes is None
     key = None
-    if (uniform and type(output) is np.ndarray and type(input) is np.ndarray and not async_op and algorithm is None
-            and timeout is None):
-        key = ("all_to_all_single", output.dtype, output.shape, input.dtype, input.shape)
-        if _on_lane(group, key, input, output):
+    if (uniform and not async_op and algorithm is None and timeout is None
+            and (out := lane_array(output)) is not None and (inp := lane_array(input)) is not None):
+        key = ("all_to_all_single", out.dtype, out.shape, inp.dtype, inp.shape)
+        if _on_lane(group, key, inp, out):
             return None
     g = resolve_group(group, op="all_to_all_single")
     if g is None:

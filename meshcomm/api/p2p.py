@@ -2,17 +2,15 @@
 
 A receive with no source takes the first matching message from any rank and
 returns who sent it. Messages with the same tag between two ranks arrive in
-the order they were sent. A blocking send or receive of a numpy array to
-(from) one rank that ran once takes its group's lane the next time
+the order they were sent. A blocking send or receive of a numpy array or CPU
+torch tensor to (from) one rank that ran once takes its group's lane the next time
 (group/lanes.py): the same bytes, in one compiled step.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from meshcomm.api.state import group_peer, lanes_of, resolve_group
-from meshcomm.api.tensors import as_buffer
+from meshcomm.api.tensors import as_buffer, lane_array
 from meshcomm.group.work import MessageWork
 from meshcomm.transport.buffers import byte_view as _bytes
 
@@ -49,41 +47,41 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> MessageWork | 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
     """Send `tensor` to rank `dst` and return once it is handed to the transport."""
     key = None
-    if type(tensor) is np.ndarray and type(dst) is int and type(tag) is int and group_dst is None:
-        key = ("send", dst, tag, tensor.dtype, tensor.shape)
+    if type(dst) is int and type(tag) is int and group_dst is None and (array := lane_array(tensor)) is not None:
+        key = ("send", dst, tag, array.dtype, array.shape)
         lane = lanes_of(group).get(key)
-        if lane is not None and lane.run(tensor) is not None:
+        if lane is not None and lane.run(array) is not None:
             return
     work = isend(tensor, dst, group, tag, group_dst)
     if work is not None:
         work.wait()
         if key is not None:
-            _open_lane(group, key, True, dst, tag, tensor)
+            _open_lane(group, key, True, dst, tag, array.nbytes)
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
     """Receive into `tensor` from `src` (None: any rank); returns the sender's global rank (-1 outside `group`,
     as in torch)."""
     key = None
-    if type(tensor) is np.ndarray and type(src) is int and type(tag) is int and group_src is None:
-        key = ("recv", src, tag, tensor.dtype, tensor.shape)
+    if type(src) is int and type(tag) is int and group_src is None and (array := lane_array(tensor)) is not None:
+        key = ("recv", src, tag, array.dtype, array.shape)
         lane = lanes_of(group).get(key)
-        if lane is not None and (source := lane.run(tensor)) is not None:
+        if lane is not None and (source := lane.run(array)) is not None:
             return source
     work = irecv(tensor, src, group, tag, group_src)
     if work is None:
         return -1
     work.wait()
     if key is not None:
-        _open_lane(group, key, False, src, tag, tensor)
+        _open_lane(group, key, False, src, tag, array.nbytes)
     return work.source_rank()
 
 
-def _open_lane(group, key: tuple, sending: bool, rank: int, tag: int, array) -> None:
-    """After a blocking send or receive of a numpy array to (from) one rank: the group's lane for its repeats,
-    which check nothing the key does not fix (group/lanes.py)."""
+def _open_lane(group, key: tuple, sending: bool, rank: int, tag: int, nbytes: int) -> None:
+    """After a blocking send or receive of an array to (from) one rank: the group's lane for its repeats, which
+    check nothing the key does not fix (group/lanes.py)."""
     g = resolve_group(group)
-    g.open_message_lane(key, sending, group_peer(g, rank, None, "dst" if sending else "src"), tag, array.nbytes)
+    g.open_message_lane(key, sending, group_peer(g, rank, None, "dst" if sending else "src"), tag, nbytes)
 
 
 class P2POp:

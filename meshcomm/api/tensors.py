@@ -136,6 +136,25 @@ class _LazyTorchIntegral:
 _TORCH_INTEGRAL = _LazyTorchIntegral()
 
 
+_NUMPY_VIEWED: set = set()  # the torch dtypes whose CPU tensors .numpy() views (made at the first torch tensor)
+
+
+def lane_array(obj: Any) -> np.ndarray | None:
+    """The numpy array a lane (group/lanes.py) works on for `obj`: `obj` itself, or a contiguous CPU torch
+    tensor's memory as numpy views it. None for anything else, which takes the face's whole path."""
+    if type(obj) is np.ndarray:
+        return obj
+    torch = sys.modules.get("torch")
+    if torch is None or type(obj) is not torch.Tensor or not obj.is_cpu:
+        return None
+    if not _NUMPY_VIEWED:
+        _NUMPY_VIEWED.update((torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                              torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128))
+    if obj.dtype not in _NUMPY_VIEWED or obj.is_conj() or obj.is_neg():
+        return None
+    return (obj.detach() if obj.requires_grad else obj).numpy()
+
+
 def same_dtype(a: Buffer, b: Buffer, what: str) -> None:
     if a.dtype_name != b.dtype_name:
         raise TypeError(f"{what}: dtypes differ, {a.dtype_name} and {b.dtype_name}")

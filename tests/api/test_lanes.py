@@ -219,3 +219,82 @@ def test_a_call_run_at_once_takes_a_number_only_when_nothing_is_queued(path: str
     turns.done()
     turns.done()
     assert turns.take_now() == 3 and (turns.next, turns.pending) == (4, 0)
+
+
+def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
+    """Every laned call on CPU torch tensors, REPEATS times, each after the same call on numpy arrays of the same
+    values: (how many of the torch calls of each collective lanes ran, where the two gave other bytes)."""
+    import torch
+
+    import meshcomm as dist
+    from meshcomm.api import collectives
+    from meshcomm.api.state import resolve_group
+    from tests.api.test_message_lanes import CountingLanes
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    ran: dict = {}
+    torch_ran: dict = {}
+    on_lane = counting_lane_runs(ran)
+    wrong = []
+
+    world = resolve_group(None)
+    world.lanes = CountingLanes()  # and counts the sends' and receives' lanes
+
+    def lane_runs(name: str) -> int:
+        return sum(world.lanes.ran.values()) if name == "send/recv" else ran.get(name, 0)
+
+    def both(name, call, *arrays):
+        """call(*arrays) on numpy copies, then on torch copies (counting lane runs of `name`); outputs compared."""
+        mine = [a.copy() for a in arrays]
+        call(*mine)
+        before = lane_runs(name)
+        tensors = [torch.from_numpy(a.copy()) for a in arrays]
+        call(*tensors)
+        torch_ran[name] = torch_ran.get(name, 0) + lane_runs(name) - before
+        if any(t.numpy().tobytes() != a.tobytes() for t, a in zip(tensors, mine)):
+            wrong.append(f"{name}: {[t.tolist() for t in tensors]} != {[a.tolist() for a in mine]}")
+
+    try:
+        for repeat in range(REPEATS):
+            x = _values("float32", rank + repeat, 5)
+            both("all_reduce", lambda t: dist.all_reduce(t), x)
+            both("broadcast", lambda t: dist.broadcast(t, src=n - 1), x)
+            both("reduce", lambda t: dist.reduce(t, dst=0), x)
+            both("all_gather_into_tensor", lambda o, i: dist.all_gather_into_tensor(o, i), np.empty(5 * n, np.float32), x)
+            both("reduce_scatter_tensor", lambda o, i: dist.reduce_scatter_tensor(o, i), np.empty(5, np.float32),
+                 _values("float32", rank + repeat, 5 * n))
+            both("all_to_all_single", lambda o, i: dist.all_to_all_single(o, i), np.empty(3 * n, np.int64),
+                 _values("int64", rank + repeat, 3 * n))
+            if rank < 2:
+                both("send/recv", lambda t: dist.send(t, 1) if rank == 0 else dist.recv(t, 0), x)
+        # what no lane serves gives the same bytes through the whole path
+        grad = torch.ones(4, requires_grad=True)
+        for _ in range(REPEATS):
+            with torch.no_grad():
+                dist.all_reduce(grad)
+        if grad.detach().tolist() != [n ** REPEATS] * 4:
+            wrong.append(f"requires_grad: {grad.tolist()}")
+        parent = torch.ones(4, 2)
+        dist.all_reduce(parent[:, 0])
+        if parent[:, 0].tolist() != [n] * 4 or parent[:, 1].tolist() != [1] * 4:
+            wrong.append(f"strided: {parent.tolist()}")
+        half = torch.ones(3, dtype=torch.bfloat16)
+        dist.all_reduce(half)
+        if half.float().tolist() != [n] * 3:
+            wrong.append(f"bfloat16: {half.tolist()}")
+    finally:
+        collectives._on_lane = on_lane
+    return torch_ran, wrong
+
+
+@needs_compiled
+def test_cpu_torch_tensors_run_on_the_lanes_of_their_numpy_view() -> None:
+    pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+    # A receive's lane waits its spin window for the message: long enough here that a late sender still makes it.
+    with Cluster(2, env={"MESHCOMM_SPIN_US": "2000000"}) as ranks:
+        results = ranks.run(torch_tensors_beside_numpy_arrays, timeout=90)
+    for rank, (ran, wrong) in enumerate(results):
+        assert wrong == [], wrong
+        # The numpy calls made the lanes; every torch call of the same shape ran on them.
+        assert ran == dict.fromkeys(("all_reduce", "broadcast", "reduce", "all_gather_into_tensor",
+                                     "reduce_scatter_tensor", "all_to_all_single", "send/recv"), REPEATS), ran
