@@ -29,6 +29,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_SINGLE_COPY_BYTES": ("1048576", "messages at least this large to a rank of the same host are read straight from the sender's memory (one copy, Linux process_vm_readv) when the kernel allows it; 0 = always copy through the shared ring"),
     "MESHCOMM_YIELD_US": ("20000", "microseconds a rank waiting on its group's shared-memory board yields its core to the others between looks, before it sleeps, on a host with more ranks than cores (0 = sleep at once)"),
     "MESHCOMM_NATIVE": ("1", "0 runs the pure-Python per-call path even when the compiled extension is built (meshcomm doctor says which runs)"),
+    "MESHCOMM_LANES": ("1", "0 turns lanes off: a repeated blocking call takes the whole per-call path every time (`meshcomm tune` times the schedules' own messages so)"),
     "MESHCOMM_SPIN_US": ("", "microseconds a waiting rank polls before sleeping on its futex (default 50; 10 when ranks outnumber cores)"),
     "MESHCOMM_JOB_ID": ("", "names the job's shared-memory segments (set by `meshcomm run`, which removes leftovers)"),
     "MESHCOMM_IFNAME_ADDR": ("", "address this rank advertises to peers for data connections"),
@@ -72,6 +73,7 @@ class Settings:
     timeout: float
     chunk_bytes: int
     debug: str
+    lanes: bool
 
 
 def settings() -> Settings:
@@ -83,4 +85,5 @@ def settings() -> Settings:
         timeout=get_float("MESHCOMM_TIMEOUT"),
         chunk_bytes=chunk,
         debug=get("MESHCOMM_DEBUG").upper(),
+        lanes=get("MESHCOMM_LANES") != "0",
     )

@@ -77,6 +77,7 @@ class Group:
         self.failed: tuple[int, ...] = ()  # members found gone by the last agreement or shrink (survival.py)
         self._chooser: Chooser | None = None  # built at the first automatic choice
         self._debug = runtime.settings.debug in ("INFO", "DEBUG")
+        self._lanes_open = runtime.settings.lanes and not self._debug  # a lane checks no more than the key
         self._tabled: set[str] = set()  # collectives whose cost table MESHCOMM_DEBUG printed
         self._mailbox = None
         self.seat = Seat(runtime.transport, runtime.store, self.ranks, self.rank, group_id, name, runtime.trace)
@@ -124,7 +125,7 @@ class Group:
         """Blocking call `seq` the compiled path runs, with nothing queued before it: what submit does, without the
         queue's bookkeeping (a lock and a closure cost a measurable part of an 8-byte call)."""
         done = self._recorded(plan, seq, self.seat.run_compiled, call, limit, False)
-        if call.lane is not None and call.finish is None and call.lane not in self.lanes and not self._debug:
+        if call.lane is not None and call.finish is None and call.lane not in self.lanes and self._lanes_open:
             lanes.open_lane(self, call, plan, self._turns)
         return done
 
@@ -206,7 +207,7 @@ class Group:
     def open_message_lane(self, key: tuple, sending: bool, peer: int, tag: int, nbytes: int) -> None:
         """After the Python path sent `nbytes` to (or received them from) group rank `peer`: a lane for the
         face's repeats of that call, `key`, where the transport offers one (lanes.py)."""
-        if key not in self.lanes and not self.destroyed:
+        if key not in self.lanes and not self.destroyed and self._lanes_open:
             target = self.ranks[peer]
             words = f"{_describe_message('isend to' if sending else 'irecv from', target, tag)}, {nbytes} B"
             lanes.open_message_lane(self, key, sending, target, Key(KIND_P2P, self.group_id, tag, 0), nbytes, words)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.board.run import SLOT_BYTES
@@ -85,10 +87,24 @@ def test_a_call_too_large_for_a_slot_is_priced_by_reference_when_ranks_read_each
 def test_by_reference_the_model_picks_direct_for_mid_sized_calls_on_two_ranks() -> None:
     from meshcomm.tuner.choose import Chooser, canonical_problem
 
+    model_only = replace(DEFAULTS, choices=())  # the defaults' measured rows overrule it for broadcast
     for collective in ("all_gather", "all_to_all", "broadcast", "reduce_scatter"):
         problem = canonical_problem(collective, 2, 1 << 21, 4)  # posts too large for a slot
-        assert Chooser(DEFAULTS, 2, cores=2, single_copy=True).choose(problem, 4).name == "direct"
-        assert Chooser(DEFAULTS, 2, cores=2).choose(problem, 4).name != "direct"
+        assert Chooser(model_only, 2, cores=2, single_copy=True).choose(problem, 4).name == "direct"
+        assert Chooser(model_only, 2, cores=2).choose(problem, 4).name != "direct"
+
+
+def test_the_defaults_broadcast_2_ranks_by_their_measured_rows() -> None:
+    from meshcomm.tuner.choose import Chooser, canonical_problem
+
+    chooser = Chooser(DEFAULTS, 2, cores=2, single_copy=True)
+    chosen = {size: chooser.choose(canonical_problem("broadcast", 2, size, 4), 4).name
+              for size in (8, 256 << 10, 512 << 10, 1 << 20, 4 << 20, 8 << 20, 64 << 20)}
+    assert chosen == {8: "direct", 256 << 10: "direct", 512 << 10: "binomial", 1 << 20: "binomial",
+                      4 << 20: "binomial", 8 << 20: "direct", 64 << 20: "direct"}
+    # other group sizes are the model's
+    assert Chooser(DEFAULTS, 4, cores=2, single_copy=True).choose(
+        canonical_problem("broadcast", 4, 1 << 20, 4), 4).how == "predicted"
 
 
 def test_two_shot_is_priced_on_the_board_only_with_the_single_copy() -> None:
