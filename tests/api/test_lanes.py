@@ -298,3 +298,31 @@ def test_cpu_torch_tensors_run_on_the_lanes_of_their_numpy_view() -> None:
         # The numpy calls made the lanes; every torch call of the same shape ran on them.
         assert ran == dict.fromkeys(("all_reduce", "broadcast", "reduce", "all_gather_into_tensor",
                                      "reduce_scatter_tensor", "all_to_all_single", "send/recv"), REPEATS), ran
+
+
+def lanes_after_repeated_calls() -> list:
+    """The world's lane keys after repeated blocking calls that lanes serve, and whether their results held."""
+    import meshcomm as dist
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    right = True
+    for _ in range(REPEATS):
+        x = np.ones(4, np.float32)
+        dist.all_reduce(x)
+        y = np.full(2, rank, np.int64)
+        if rank == 0:
+            dist.send(y, 1)
+        elif rank == 1:
+            dist.recv(y, 0)
+        right = right and x.tolist() == [n] * 4 and y.tolist() == [0 if rank < 2 else rank] * 2
+    return [sorted(key[0] for key in resolve_group(None).lanes), right]
+
+
+@needs_compiled
+def test_meshcomm_lanes_0_turns_the_lanes_off() -> None:
+    with Cluster(2, env={"MESHCOMM_LANES": "0"}) as ranks:
+        assert ranks.run(lanes_after_repeated_calls, timeout=60) == [[[], True], [[], True]]
+    with Cluster(2) as ranks:
+        assert ranks.run(lanes_after_repeated_calls, timeout=60) == [[["all_reduce", "send"], True],
+                                                                     [["all_reduce", "recv"], True]]
