@@ -12,7 +12,7 @@ import numpy as np
 from meshcomm.algorithms.problem import problem_of
 from meshcomm.api import ops as _ops
 from meshcomm.api.state import group_peer, lanes_of, resolve_group
-from meshcomm.api.tensors import Buffer, as_buffer, lane_array, same_dtype
+from meshcomm.api.tensors import Buffer, as_buffer, same_dtype, tensor_array
 from meshcomm.executor import narrow_floats
 from meshcomm.executor.reduce_ops import combiner
 from meshcomm.group.call import Call
@@ -72,7 +72,7 @@ def _finishing(buf: Buffer, factor: float | None = None):
 
 def _on_lane(group, key: tuple, input, output) -> bool:
     """Whether the group's lane for `key` ran the call (False: the face runs it, checks and all). A face builds a
-    key (group/lanes.py) for a blocking call on numpy arrays or CPU torch tensors (tensors.lane_array) with the
+    key (group/lanes.py) for a blocking call on numpy arrays or CPU torch tensors (tensors.tensor_array) with the
     group's own algorithm and timeout, from everything else its checks look at."""
     try:
         lane = lanes_of(group).get(key)
@@ -94,7 +94,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
     key = None
     if (not async_op and algorithm is None and timeout is None
             and type(src if group_src is None else group_src) is int  # 1.0 == 1, but only an int is a rank
-            and (array := lane_array(tensor)) is not None):
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
         key = ("broadcast", src, group_src, array.dtype, array.shape)
         if _on_lane(group, key, array, array):
             return None
@@ -113,7 +113,7 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
     """Reduce `tensor` across the group; every rank gets the result in place."""
     key = None
     if (type(op) is _OP and not async_op and algorithm is None and timeout is None
-            and (array := lane_array(tensor)) is not None):
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
         key = ("all_reduce", op, array.dtype, array.shape)
         if _on_lane(group, key, array, array):
             return None
@@ -135,7 +135,7 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
     key = None
     if (type(op) is _OP and not async_op and algorithm is None and timeout is None
             and type(dst if group_dst is None else group_dst) is int  # 1.0 == 1, but only an int is a rank
-            and (array := lane_array(tensor)) is not None):
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
         key = ("reduce", op, dst, group_dst, array.dtype, array.shape)
         if _on_lane(group, key, array, array):  # a lane of a rank other than dst leaves `tensor` as it is
             return None
@@ -183,8 +183,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """output_tensor holds every rank's input_tensor concatenated in rank order."""
     key = None
-    if (not async_op and algorithm is None and timeout is None and (out := lane_array(output_tensor)) is not None
-            and (inp := lane_array(input_tensor)) is not None):
+    if (not async_op and algorithm is None and timeout is None
+            and (out := output_tensor if type(output_tensor) is np.ndarray else tensor_array(output_tensor)) is not None
+            and (inp := input_tensor if type(input_tensor) is np.ndarray else tensor_array(input_tensor)) is not None):
         key = ("all_gather_into_tensor", out.dtype, out.shape, inp.dtype, inp.shape)
         if _on_lane(group, key, inp, out):
             return None
@@ -231,7 +232,8 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
     """Reduce `input` across the group; rank r keeps block r (of output's size) in `output`."""
     key = None
     if (type(op) is _OP and not async_op and algorithm is None and timeout is None
-            and (out := lane_array(output)) is not None and (inp := lane_array(input)) is not None):
+            and (out := output if type(output) is np.ndarray else tensor_array(output)) is not None
+            and (inp := input if type(input) is np.ndarray else tensor_array(input)) is not None):
         key = ("reduce_scatter_tensor", op, out.dtype, out.shape, inp.dtype, inp.shape)
         if _on_lane(group, key, inp, out):
             return None
@@ -339,7 +341,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     uniform = input_split_sizes is None and output_split_sizes is None
     key = None
     if (uniform and not async_op and algorithm is None and timeout is None
-            and (out := lane_array(output)) is not None and (inp := lane_array(input)) is not None):
+            and (out := output if type(output) is np.ndarray else tensor_array(output)) is not None
+            and (inp := input if type(input) is np.ndarray else tensor_array(input)) is not None):
         key = ("all_to_all_single", out.dtype, out.shape, inp.dtype, inp.shape)
         if _on_lane(group, key, inp, out):
             return None

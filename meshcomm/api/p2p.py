@@ -9,8 +9,10 @@ torch tensor to (from) one rank that ran once takes its group's lane the next ti
 
 from __future__ import annotations
 
+import numpy as np
+
 from meshcomm.api.state import group_peer, lanes_of, resolve_group
-from meshcomm.api.tensors import as_buffer, lane_array
+from meshcomm.api.tensors import as_buffer, tensor_array
 from meshcomm.group.work import MessageWork
 from meshcomm.transport.buffers import byte_view as _bytes
 
@@ -47,7 +49,8 @@ def irecv(tensor, src=None, group=None, tag=0, group_src=None) -> MessageWork | 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
     """Send `tensor` to rank `dst` and return once it is handed to the transport."""
     key = None
-    if type(dst) is int and type(tag) is int and group_dst is None and (array := lane_array(tensor)) is not None:
+    if (type(dst) is int and type(tag) is int and group_dst is None
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
         key = ("send", dst, tag, array.dtype, array.shape)
         lane = lanes_of(group).get(key)
         if lane is not None and lane.run(array) is not None:
@@ -63,7 +66,8 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None) -> int:
     """Receive into `tensor` from `src` (None: any rank); returns the sender's global rank (-1 outside `group`,
     as in torch)."""
     key = None
-    if type(src) is int and type(tag) is int and group_src is None and (array := lane_array(tensor)) is not None:
+    if (type(src) is int and type(tag) is int and group_src is None
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
         key = ("recv", src, tag, array.dtype, array.shape)
         lane = lanes_of(group).get(key)
         if lane is not None and (source := lane.run(array)) is not None:

@@ -139,11 +139,9 @@ _TORCH_INTEGRAL = _LazyTorchIntegral()
 _NUMPY_VIEWED: set = set()  # the torch dtypes whose CPU tensors .numpy() views (made at the first torch tensor)
 
 
-def lane_array(obj: Any) -> np.ndarray | None:
-    """The numpy array a lane (group/lanes.py) works on for `obj`: `obj` itself, or a contiguous CPU torch
-    tensor's memory as numpy views it. None for anything else, which takes the face's whole path."""
-    if type(obj) is np.ndarray:
-        return obj
+def tensor_array(obj: Any) -> np.ndarray | None:
+    """The numpy array a lane (group/lanes.py) works on for a CPU torch tensor: its memory as numpy views it.
+    None for anything else, which takes the face's whole path (a face checks for a numpy array first)."""
     torch = sys.modules.get("torch")
     if torch is None or type(obj) is not torch.Tensor or not obj.is_cpu:
         return None

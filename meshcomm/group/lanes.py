@@ -70,7 +70,8 @@ def open_message_lane(group, key: tuple, sending: bool, target: int, wire_key: w
         group.lanes.clear()
     *frames, peer = ring
     described = (group.group_name, None, words, "p2p", (target,))
+    header = wire.Header(wire_key, wire.NO_FINGERPRINT, nbytes)
     group.lanes[key] = native.core.MessageLane(
-        sending, *frames, wire.pack(wire_key, wire.NO_FINGERPRINT, nbytes), peer, transport, group.group_id,
-        wire.Header(wire_key, wire.NO_FINGERPRINT, nbytes), group.runtime.recorder.entries.append, described, DONE_STATE, True if sending else target,
+        sending, *frames, wire.pack(*header), peer, transport, group.group_id, header,
+        group.runtime.recorder.entries.append, described, DONE_STATE, True if sending else target,
         transport.spin_seconds)

@@ -260,7 +260,8 @@ def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
             both("all_reduce", lambda t: dist.all_reduce(t), x)
             both("broadcast", lambda t: dist.broadcast(t, src=n - 1), x)
             both("reduce", lambda t: dist.reduce(t, dst=0), x)
-            both("all_gather_into_tensor", lambda o, i: dist.all_gather_into_tensor(o, i), np.empty(5 * n, np.float32), x)
+            both("all_gather_into_tensor", lambda o, i: dist.all_gather_into_tensor(o, i), np.empty(5 * n, np.float32),
+                 x)
             both("reduce_scatter_tensor", lambda o, i: dist.reduce_scatter_tensor(o, i), np.empty(5, np.float32),
                  _values("float32", rank + repeat, 5 * n))
             both("all_to_all_single", lambda o, i: dist.all_to_all_single(o, i), np.empty(3 * n, np.int64),
