@@ -81,8 +81,8 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
         return -1;
     }
     if (!PyArg_ParseTuple(args, "pOnnOSOOOO!OO!OOd", &sending, &ring_map, &ring_start, &ring_bytes, &bell_map,
-                          &header, &o[0], &o[1], &o[2], &PyTuple_Type, &o[3], &o[4], &PyTuple_Type, &o[5], &o[6], &answer,
-                          &self->spin))
+                          &header, &o[0], &o[1], &o[2], &PyTuple_Type, &o[3], &o[4], &PyTuple_Type, &o[5], &o[6],
+                          &answer, &self->spin))
         return -1;
     if (PyBytes_GET_SIZE(header) != FRAME_HEADER) {
         PyErr_Format(PyExc_ValueError, "a frame's header has %d bytes", FRAME_HEADER);
@@ -127,7 +127,8 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
     self->done = Py_NewRef(o[6]);
     if (!(self->inbound = PyObject_GetAttrString(self->peer, "inbound")) ||
         !(self->progress = PyObject_GetAttrString(transport, "_progress_lock")) ||
-        !(self->matcher = PyObject_GetAttrString(transport, "matcher")) || !(self->revoked = PyObject_GetAttrString(self->matcher, "revoked")) ||
+        !(self->matcher = PyObject_GetAttrString(transport, "matcher")) ||
+        !(self->revoked = PyObject_GetAttrString(self->matcher, "revoked")) ||
         !(self->posted = PyObject_GetAttrString(self->matcher, "posted")) ||
         !(self->unexpected = PyObject_GetAttrString(self->matcher, "unexpected")))
         return -1;
