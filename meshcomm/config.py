@@ -30,7 +30,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_YIELD_US": ("20000", "microseconds a rank waiting on its group's shared-memory board yields its core to the others between looks, before it sleeps, on a host with more ranks than cores (0 = sleep at once)"),
     "MESHCOMM_NATIVE": ("1", "0 runs the pure-Python per-call path even when the compiled extension is built (meshcomm doctor says which runs)"),
     "MESHCOMM_LANES": ("1", "0 turns lanes off: a repeated blocking call takes the whole per-call path every time (`meshcomm tune` times the schedules' own messages so)"),
-    "MESHCOMM_SPIN_US": ("", "microseconds a waiting rank polls before sleeping on its futex (default 50; 10 when ranks outnumber cores)"),
+    "MESHCOMM_SPIN_US": ("", "microseconds a waiting rank polls before sleeping on its futex (default 50; 10 when ranks outnumber cores); a receive on its message lane polls as long with the GIL held, then waits as the Python path does"),
     "MESHCOMM_JOB_ID": ("", "names the job's shared-memory segments (set by `meshcomm run`, which removes leftovers)"),
     "MESHCOMM_IFNAME_ADDR": ("", "address this rank advertises to peers for data connections"),
     "MESHCOMM_ALGO": ("", "algorithm override: 'ring' or 'all_reduce:ring;broadcast:binomial'"),

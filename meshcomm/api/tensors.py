@@ -148,8 +148,9 @@ def tensor_array(obj: Any) -> np.ndarray | None:
     if not _NUMPY_VIEWED:
         _NUMPY_VIEWED.update((torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                               torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128))
-    if obj.dtype not in _NUMPY_VIEWED or obj.is_conj() or obj.is_neg():
-        return None
+    if (obj.dtype not in _NUMPY_VIEWED or obj.layout is not torch.strided or obj.is_nested or obj.is_conj()
+            or obj.is_neg()):
+        return None  # what .numpy() refuses: the whole path names it
     return (obj.detach() if obj.requires_grad else obj).numpy()
 
 

@@ -26,7 +26,8 @@
 #define SPIN_CHECK 64 /* polls between looks at the clock */
 
 typedef struct {
-    PyObject_HEAD int sending;
+    PyObject_HEAD int ready; /* made whole by MessageLane(...): run() runs only then */
+    int sending;
     Py_buffer ring_map, bell_map; /* held: the mappings stay while the lane lives */
     uint64_t *tail, *head;
     char *bytes;
@@ -54,6 +55,7 @@ static int message_lane_traverse(MessageLaneObject *self, visitproc visit, void 
 }
 
 static int message_lane_clear(MessageLaneObject *self) {
+    self->ready = 0;
     PyObject **fields[NFIELDS] = FIELDS(self);
     for (int i = 0; i < NFIELDS; i++) Py_CLEAR(*fields[i]);
     if (self->ring_map.obj) PyBuffer_Release(&self->ring_map);
@@ -76,10 +78,11 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
     PyObject *ring_map, *bell_map, *header, *answer;
     Py_ssize_t ring_start, ring_bytes;
     PyObject *o[7];
-    if (self->peer != NULL) {
+    if (self->ready) {
         PyErr_SetString(PyExc_RuntimeError, "a MessageLane is made once");
         return -1;
     }
+    message_lane_clear(self); /* what an earlier, failed call left */
     if (!PyArg_ParseTuple(args, "pOnnOSOOOO!OO!OOd", &sending, &ring_map, &ring_start, &ring_bytes, &bell_map,
                           &header, &o[0], &o[1], &o[2], &PyTuple_Type, &o[3], &o[4], &PyTuple_Type, &o[5], &o[6],
                           &answer, &self->spin))
@@ -116,8 +119,8 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
     self->peer = Py_NewRef(o[0]);
     self->transport = Py_NewRef(transport);
     self->group_id = Py_NewRef(o[2]);
-    if (PyTuple_GET_SIZE(o[3]) < 1) {
-        PyErr_SetString(PyExc_ValueError, "expected is a frame's Header");
+    if (PyTuple_GET_SIZE(o[3]) < 1 || PyTuple_GET_SIZE(o[5]) != 5) {
+        PyErr_SetString(PyExc_ValueError, "expected is a frame's Header, described 5 fields of a recorder entry");
         return -1;
     }
     self->expected = Py_NewRef(o[3]);
@@ -136,6 +139,7 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
         PyErr_SetString(PyExc_TypeError, "the matcher's tables are dicts");
         return -1;
     }
+    self->ready = 1;
     return 0;
 }
 
@@ -240,7 +244,7 @@ static int receive_frame(MessageLaneObject *self, char *target, int held) {
     uint64_t head = *self->head, frame = (held ? 0 : FRAME_HEADER) + (uint64_t)self->nbytes;
     char header[FRAME_HEADER];
     double end = monotonic() + self->spin;
-    for (int polls = 0;; polls++) {
+    for (uint64_t polls = 0;; polls++) {
         uint64_t avail = __atomic_load_n(self->tail, __ATOMIC_ACQUIRE) - head;
         if (held) {
             if (avail >= frame) break;
@@ -281,7 +285,7 @@ static int record(MessageLaneObject *self, PyObject *started) {
 
 /* run(array) -> the lane's answer once the message moved; None, before anything moved, for the Python path. */
 static PyObject *message_lane_run(MessageLaneObject *self, PyObject *array) {
-    if (self->peer == NULL) {
+    if (!self->ready) {
         PyErr_SetString(PyExc_RuntimeError, "a MessageLane is made by MessageLane(...) before it runs");
         return NULL;
     }

@@ -268,7 +268,8 @@ def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
                  _values("int64", rank + repeat, 3 * n))
             if rank < 2:
                 both("send/recv", lambda t: dist.send(t, 1) if rank == 0 else dist.recv(t, 0), x)
-        # what no lane serves gives the same bytes through the whole path
+        # a tensor that tracks gradients runs on its detached view's lane; strided and bfloat16 ones take the
+        # whole path: the same sums either way
         grad = torch.ones(4, requires_grad=True)
         for _ in range(REPEATS):
             with torch.no_grad():
