@@ -1034,14 +1034,7 @@ static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
 /* Whether nothing stops a call being posted now: no abort, no revoke, the board open (group.Seat._ready). */
 static int lane_open(LaneObject *self) {
     if (self->turns->pending > 0 || !self->board->mapped || self->board->closing) return 0;
-    PyObject *aborted = PyObject_GetAttr(self->transport, ABORTED);
-    if (!aborted) return -1;
-    int open = aborted == Py_None;
-    Py_DECREF(aborted);
-    if (!open) return 0;
-    PyObject *revoked = PyDict_GetItemWithError(self->revoked, self->group_id);
-    if (revoked) return 0;
-    return PyErr_Occurred() ? -1 : 1;
+    return group_open(self->transport, ABORTED, self->revoked, self->group_id);
 }
 
 /* The flight recorder's entry for call `seq` (trace/flight_recorder.py's FlightRecorder.start). */

@@ -1,4 +1,5 @@
-/* What the compiled hot path's files share: the clocks, and waking a futex's sleepers. */
+/* What the compiled hot path's files share: the clocks, whether a group's call may start, and waking a futex's
+ * sleepers. */
 #ifndef MESHCOMM_NATIVE_COMMON_H
 #define MESHCOMM_NATIVE_COMMON_H
 
@@ -22,6 +23,18 @@ static inline PyObject *wall_clock(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+}
+
+/* 1 when a group's call may start: its transport's `aborted` (the attribute `aborted_name`) is None and the
+ * group is not among the transport's `revoked` ones (group.Seat._ready); 0 when not, -1 with an error set. */
+static inline int group_open(PyObject *transport, PyObject *aborted_name, PyObject *revoked, PyObject *group_id) {
+    PyObject *aborted = PyObject_GetAttr(transport, aborted_name);
+    if (!aborted) return -1;
+    int open = aborted == Py_None;
+    Py_DECREF(aborted);
+    if (!open || PyDict_GET_SIZE(revoked) == 0) return open;
+    if (PyDict_GetItemWithError(revoked, group_id)) return 0;
+    return PyErr_Occurred() ? -1 : 1;
 }
 
 static inline void futex_wake_all(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }

@@ -169,13 +169,8 @@ static int engine_idle(MessageLaneObject *self) {
     int idle = locked == Py_False;
     Py_DECREF(locked);
     if (!idle) return 0;
-    int open = is_none(self->transport, ABORTED);
-    if (open <= 0) return open;
-    if ((open = is_none(self->peer, LOST)) <= 0) return open;
-    if (PyDict_GET_SIZE(self->revoked)) {
-        if (PyDict_GetItemWithError(self->revoked, self->group_id)) return 0;
-        if (PyErr_Occurred()) return -1;
-    }
+    int open = group_open(self->transport, ABORTED, self->revoked, self->group_id);
+    if (open <= 0 || (open = is_none(self->peer, LOST)) <= 0) return open;
     if (self->sending) {
         PyObject *queue = PyObject_GetAttr(self->peer, SENDQ);
         if (!queue) return -1;
