@@ -27,6 +27,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "MESHCOMM_TRANSPORT": ("auto", "'auto' = shared memory between ranks of one host, TCP between hosts; 'tcp' = TCP only"),
     "MESHCOMM_SHM_RING_BYTES": ("", "bytes of each shared-memory ring (default: 4 MiB, less when a host has over 16 ranks)"),
     "MESHCOMM_SINGLE_COPY_BYTES": ("1048576", "messages at least this large to a rank of the same host are read straight from the sender's memory (one copy, Linux process_vm_readv) when the kernel allows it; 0 = always copy through the shared ring"),
+    "MESHCOMM_STREAM_BYTES": ("8388608", "point-to-point messages below this size to a rank of the same host stream through the shared ring, the sender copying in while the receiver copies out, when the host has a core per rank; larger ones follow MESHCOMM_SINGLE_COPY_BYTES (0 = always follow it)"),
     "MESHCOMM_YIELD_US": ("20000", "microseconds a rank waiting on its group's shared-memory board yields its core to the others between looks, before it sleeps, on a host with more ranks than cores (0 = sleep at once)"),
     "MESHCOMM_NATIVE": ("1", "0 runs the pure-Python per-call path even when the compiled extension is built (meshcomm doctor says which runs)"),
     "MESHCOMM_LANES": ("1", "0 turns lanes off: a repeated blocking call takes the whole per-call path every time (`meshcomm tune` times the schedules' own messages so)"),

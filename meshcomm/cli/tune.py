@@ -18,10 +18,11 @@ from contextlib import contextmanager
 
 from meshcomm.cli import argtypes
 
-# link class -> (what stands for it on this machine, environment of its measuring job). Lanes are off: a
-# schedule's messages take the engine's path, where a face's repeated send would take its lane.
+# link class -> (what stands for it on this machine, environment of its measuring job). Lanes are off and
+# sends go by reference from the collectives' size: a schedule's messages take the engine's path so, where a
+# face's repeated send would take its lane and a few-MiB send would stream (docs/transports.md).
 LINK_JOBS = {
-    "same_host": ("shared memory", {"MESHCOMM_LANES": "0"}),
+    "same_host": ("shared memory", {"MESHCOMM_LANES": "0", "MESHCOMM_STREAM_BYTES": "0"}),
     "other_host": ("TCP over loopback, standing in for another host", {"MESHCOMM_TRANSPORT": "tcp",
                                                                        "MESHCOMM_LANES": "0"}),
 }

@@ -71,6 +71,7 @@ class SocketTransport(Transport):
         self.link_labels: tuple[int, ...] = tuple(range(world_size))
         self._shm_peers: list[Peer] = []
         self._single_copy: float = float("inf")  # smallest message sent by reference
+        self._p2p_single_copy: float = float("inf")  # the same for send/recv
         self._tcp_data = True  # until start-up finds which peers share memory
         self.crowded = False
         self._sockets_seen = 0.0  # when the sockets were last looked at
@@ -88,6 +89,10 @@ class SocketTransport(Transport):
                 self._single_copy = self._local.single_copy_bytes
             self.link_labels = self._local.link_labels
             self.crowded = len(self._local.ranks) > (os.cpu_count() or 1)
+            # Two copies at once, in and out of the ring, beat one process_vm_readv below several MiB, when
+            # both ranks have a core (docs/transports.md).
+            streamed = 0 if self.crowded else self._local.stream_bytes
+            self._p2p_single_copy = max(self._single_copy, streamed)
             self._spin = self._spin_seconds(self.crowded)
         except BaseException:
             self.close()
@@ -125,7 +130,8 @@ class SocketTransport(Transport):
             handle.complete()
             return handle
         state = self._peer(peer)
-        by_reference = (message_bytes is not None and max(payload.nbytes, message_bytes) >= self._single_copy
+        single_copy = self._p2p_single_copy if key.kind == wire.KIND_P2P else self._single_copy
+        by_reference = (message_bytes is not None and max(payload.nbytes, message_bytes) >= single_copy
                         and payload.nbytes and state.shm and key.kind in _BY_REFERENCE_KINDS
                         and state.channel.peer_reads_mine())
         with self._lock:
@@ -216,7 +222,7 @@ class SocketTransport(Transport):
         state = self._peers.get(peer)
         if state is None or not state.shm or state.lost is not None or self.aborted is not None:
             return None
-        if nbytes >= self._single_copy or nbytes + wire.HEADER_BYTES > state.channel.part_bytes:
+        if nbytes >= self._p2p_single_copy or nbytes + wire.HEADER_BYTES > state.channel.part_bytes:
             return None
         return (*state.channel.frame_parts(sending), state)
 

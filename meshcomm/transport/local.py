@@ -65,6 +65,14 @@ def single_copy_bytes() -> int:
     return chosen
 
 
+def stream_bytes() -> int:
+    """Point-to-point messages below this size go through the ring, not by reference, between ranks with a core each."""
+    chosen = config.get_int("MESHCOMM_STREAM_BYTES")
+    if chosen is None or chosen < 0:
+        raise ValueError(f"MESHCOMM_STREAM_BYTES must be an integer >= 0, got {config.get('MESHCOMM_STREAM_BYTES')!r}")
+    return chosen
+
+
 def _link_labels(hosts: list[bytes]) -> tuple[int, ...]:
     """Per rank, a label shared exactly by the ranks it reaches through shared memory.
 
@@ -94,6 +102,7 @@ class LocalPeers:
     def __init__(self, rank: int, world_size: int, store, timeout: float) -> None:
         wanted = shm_wanted()
         self.single_copy_bytes = single_copy_bytes()
+        self.stream_bytes = stream_bytes()
         mine = f"{'shm' if wanted else 'tcp'}|{host_id()}".encode()
         store.set(f"host/{rank}", mine)
         hosts = {r: mine if r == rank else store.get(f"host/{r}", timeout=timeout) for r in range(world_size)}

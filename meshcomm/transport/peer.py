@@ -99,7 +99,7 @@ class Peer:
                 entry = self.sendq[0]
             handle, views, index = entry
             try:
-                sent = self.channel.sendmsg(views[index:])
+                sent = self.channel.sendmsg(views[index:], handle.nbytes) if self.shm else self.channel.sendmsg(views[index:])
             except (BlockingIOError, InterruptedError):
                 return moved
             except OSError as exc:

@@ -12,11 +12,13 @@ RING = 64 << 10
 
 
 @pytest.fixture
-def channels():
-    """Both ends of one pair: (rank 0's channel to rank 1, rank 1's channel to rank 0)."""
+def channels(request):
+    """Both ends of one pair: (rank 0's channel to rank 1, rank 1's channel to rank 0), with rings of
+    RING bytes unless the test is parametrized indirectly with another size."""
+    ring = getattr(request, "param", RING)
     names = [f"meshcomm-test-{os.getpid()}-ring-{rank}" for rank in (0, 1)]
-    inboxes = [shm.Segment(name, 2, RING, create=True) for name in names]
-    mapped = [shm.Segment(name, 2, RING, create=False) for name in names]
+    inboxes = [shm.Segment(name, 2, ring, create=True) for name in names]
+    mapped = [shm.Segment(name, 2, ring, create=False) for name in names]
     try:
         yield shm.ShmChannel(inboxes[0], mapped[1], 0, 1), shm.ShmChannel(inboxes[1], mapped[0], 1, 0)
     finally:
@@ -64,3 +66,38 @@ def test_a_full_ring_refuses_more_until_the_reader_takes_a_part(channels) -> Non
         sender.sendmsg([part])
     assert receiver.recv_into(memoryview(bytearray(RING))) == RING // 4
     assert sender.sendmsg([part, part]) == RING // 4
+
+
+def parts_written(sender, receiver, message: bytes, message_bytes: int) -> list[int]:
+    """The bytes each sendmsg moved while `message` crossed (checked whole), as part of a message of
+    `message_bytes`."""
+    target = bytearray(len(message))
+    sent = got = 0
+    writes = []
+    for _ in range(1000):  # bounded if nothing moves
+        if got == len(message):
+            break
+        if sent < len(message):
+            try:
+                n = sender.sendmsg([memoryview(message)[sent:]], message_bytes)
+                writes.append(n)
+                sent += n
+            except BlockingIOError:
+                pass
+        try:
+            got += receiver.recv_into(memoryview(target)[got:])
+        except BlockingIOError:
+            pass
+    assert target == message
+    return writes
+
+
+@pytest.mark.parametrize("channels", [4 << 20], indirect=True)
+def test_a_message_below_8_mib_moves_in_parts_of_512_kib_and_a_larger_one_in_quarter_rings(channels) -> None:
+    """Smaller parts let the receiver of a few-MiB message start copying out sooner; from 8 MiB the
+    quarter ring (1 MiB here) moves the bytes in fewer calls."""
+    sender, receiver = channels
+    message = bytes(range(256)) * ((3 << 20) // 256)
+    assert set(parts_written(sender, receiver, message, len(message))) == {512 << 10}
+    assert set(parts_written(sender, receiver, message, 8 << 20)) == {1 << 20}
+    assert set(parts_written(sender, receiver, message[: 100_000], (8 << 20) - 1)) == {100_000}

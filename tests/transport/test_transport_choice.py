@@ -161,12 +161,13 @@ def test_a_send_completes_while_its_receiver_waits_on_another_peer(configured) -
 
 def references_sent_in_a_large_exchange() -> tuple[list[int], int]:
     """(what this rank's inbox says about reading each local peer, messages it sent by reference)
-    after a 3 MiB exchange with every peer."""
+    after an 8 MiB exchange with every peer (smaller sends stream through the ring where each rank has
+    a core, test_p2p_streaming.py)."""
     from meshcomm.api.state import runtime
 
     rank, size = dist.get_rank(), dist.get_world_size()
-    out = np.full(3 << 20, rank, dtype=np.uint8)
-    got = {peer: np.zeros(3 << 20, dtype=np.uint8) for peer in range(size) if peer != rank}
+    out = np.full(8 << 20, rank, dtype=np.uint8)
+    got = {peer: np.zeros(8 << 20, dtype=np.uint8) for peer in range(size) if peer != rank}
     works = [dist.isend(out, peer) for peer in got]
     for peer, buffer in got.items():
         dist.recv(buffer, peer)

@@ -1,0 +1,64 @@
+"""Which send/recv messages between ranks of one host stream through the ring, and which go by reference.
+
+Below MESHCOMM_STREAM_BYTES (8 MiB) a point-to-point message streams through
+the ring when the host has a core per rank: the sender copies a part in while
+the receiver copies the one before out. From MESHCOMM_SINGLE_COPY_BYTES up it
+goes by reference otherwise (the receiver reads the sender's memory with
+process_vm_readv), as collectives' messages always do.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import meshcomm as dist
+from meshcomm.transport import local, shm
+from tests.ranks import Cluster
+
+SIZES = [(1 << 20) - 4, 1 << 20, 3 << 20, (8 << 20) - 4, 8 << 20, 9 << 20]
+
+
+def references_per_size() -> tuple[bool, bool, list[int]]:
+    """Rank 0 sends each of SIZES to rank 1 (bytes checked there): (the host is crowded, rank 1 reads
+    rank 0's memory, how many sends went by reference at each size)."""
+    from meshcomm.api.state import runtime
+
+    transport = runtime().transport
+    peer = transport._peers[1 - dist.get_rank()]
+    counts = []
+    for nbytes in SIZES:
+        before = peer.lent_count
+        message = (np.arange(nbytes, dtype=np.int64) % 251).astype(np.uint8)
+        if dist.get_rank() == 0:
+            dist.send(message, 1)
+        else:
+            got = np.zeros(nbytes, np.uint8)
+            dist.recv(got, 0)
+            assert np.array_equal(got, message), nbytes
+        counts.append(peer.lent_count - before)
+    return transport.crowded, peer.shm and peer.channel.peer_reads_mine(), counts
+
+
+@pytest.mark.skipif(not shm.available(), reason="needs shared memory (x86-64 Linux with futexes)")
+@pytest.mark.parametrize("stream_bytes", ["", "0"])
+def test_send_streams_below_stream_bytes_when_each_rank_has_a_core(stream_bytes) -> None:
+    env = {"MESHCOMM_STREAM_BYTES": stream_bytes} if stream_bytes else {}
+    with Cluster(2, env=env) as cluster:
+        (crowded, reads, sent), (_, _, received) = cluster.run(references_per_size, timeout=60)
+    assert crowded == (2 > (os.cpu_count() or 1))
+    assert received == [0] * len(SIZES)  # rank 1 sent nothing
+    if not reads:  # the kernel refused process_vm_readv between the ranks: everything streams
+        assert sent == [0] * len(SIZES)
+        return
+    streamed_below = 1 << 20 if crowded or stream_bytes == "0" else 8 << 20
+    assert sent == [int(n >= streamed_below) for n in SIZES]
+
+
+@pytest.mark.parametrize("value", ["-1", "lots"])
+def test_a_bad_stream_bytes_is_named(monkeypatch, value) -> None:
+    monkeypatch.setenv("MESHCOMM_STREAM_BYTES", value)
+    with pytest.raises(ValueError, match="MESHCOMM_STREAM_BYTES must be an integer"):
+        local.stream_bytes()
