@@ -59,17 +59,18 @@ def ring_bytes(nlocal: int) -> int:
 
 def single_copy_bytes() -> int:
     """Messages at least this large to a same-host peer are read from the sender's memory; 0 = never."""
-    chosen = config.get_int("MESHCOMM_SINGLE_COPY_BYTES")
-    if chosen is None or chosen < 0:
-        raise ValueError(f"MESHCOMM_SINGLE_COPY_BYTES must be an integer >= 0, got {config.get('MESHCOMM_SINGLE_COPY_BYTES')!r}")
-    return chosen
+    return _byte_count("MESHCOMM_SINGLE_COPY_BYTES")
 
 
 def stream_bytes() -> int:
-    """Point-to-point messages below this size go through the ring, not by reference, between ranks with a core each."""
-    chosen = config.get_int("MESHCOMM_STREAM_BYTES")
+    """Sends below this size go through the ring, not by reference, between ranks with a core each."""
+    return _byte_count("MESHCOMM_STREAM_BYTES")
+
+
+def _byte_count(name: str) -> int:
+    chosen = config.get_int(name)
     if chosen is None or chosen < 0:
-        raise ValueError(f"MESHCOMM_STREAM_BYTES must be an integer >= 0, got {config.get('MESHCOMM_STREAM_BYTES')!r}")
+        raise ValueError(f"{name} must be an integer >= 0, got {config.get(name)!r}")
     return chosen
 
 

@@ -99,7 +99,8 @@ class Peer:
                 entry = self.sendq[0]
             handle, views, index = entry
             try:
-                sent = self.channel.sendmsg(views[index:], handle.nbytes) if self.shm else self.channel.sendmsg(views[index:])
+                rest = views[index:]
+                sent = self.channel.sendmsg(rest, handle.nbytes) if self.shm else self.channel.sendmsg(rest)
             except (BlockingIOError, InterruptedError):
                 return moved
             except OSError as exc:
