@@ -168,22 +168,31 @@ _NATIVE_TYPES = {"int8": 0, "int16": 1, "int32": 2, "int64": 3, "uint8": 4, "uin
                  "float32": 8, "float64": 9, "float16": 10, "bfloat16": 11, "bool": 12}
 _REDUCING = frozenset({"all_reduce", "reduce", "reduce_scatter"})
 RECOMPUTE = -2  # the compiled run()'s answer when numpy computes the result (native/_core.c)
+# The largest input of a two-shot all-reduce the compiled path takes: there it saves the interpreter's 10-25 µs a
+# call, and above it it measured slower than numpy's pieces (benchmarks/results/board-by-reference-2026-11-26.md).
+COMPILED_TWO_SHOT_BYTES = 2 << 20
 
 
 def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
-    """The compiled path's plan for a direct call whose posts all fit in slots, or None: it runs in Python (posts
-    by reference, the two-shot all-reduce, complex numbers and float8 reduced, or no extension built)."""
+    """The compiled path's plan for a call, or None: it runs in Python (a direct reduction with posts by reference,
+    a two-shot all-reduce above COMPILED_TWO_SHOT_BYTES, complex numbers and float8 reduced, or no extension
+    built)."""
     problem, me = made.problem, made.me
     c = problem.collective
     reducing = c in _REDUCING
-    if native.core is None or made.algorithm != "direct" or made.some_by_reference:
+    writes = made.algorithm == "two_shot"
+    if native.core is None or (made.some_by_reference and reducing and not writes):
+        return None
+    if writes and made.count * itemsize > COMPILED_TWO_SHOT_BYTES:
         return None
     if reducing and (dtype not in _NATIVE_TYPES or op not in _NATIVE_OPS):
         return None
     computes = made.compute is not _nothing
     lo = hi = 0
     pieces: list[int] = []
-    if reducing:
+    if writes:
+        lo, hi = block_bounds(problem.count, problem.nranks)[me : me + 2]
+    elif reducing:
         lo, hi = (problem.offsets()[me], problem.offsets()[me + 1]) if c == "reduce_scatter" else (0, problem.count)
     elif c == "broadcast":
         pieces = [problem.root, 0, problem.count, 0] if computes else []
@@ -205,8 +214,8 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     own_lo, own_hi = made.own_blocks[me] if made.own_blocks is not None else (-1, -1)
     own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
-                            own_blocks, pieces, computes, _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0),
-                            itemsize, fingerprint)
+                            made.readers, own_blocks, pieces, computes, made.some_by_reference or writes, writes,
+                            _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
@@ -308,8 +317,7 @@ def compiled_takes(plan: Plan, buffers: dict) -> bool:
 
 def run_compiled(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
                  timeout: float, spin: float, between, group_name: str, peers) -> None:
-    """run() for a call whose posts all fit in slots, by the compiled path (plan.native): the same steps, the same
-    errors, the same bytes."""
+    """run() for a call the compiled path takes (plan.native): the same steps, the same errors, the same bytes."""
     deadline = time.monotonic() + timeout
     try:
         outcome = board.native.run(plan.native, seq, buffers.get("input"), buffers.get("output"), spin, deadline,
@@ -325,13 +333,18 @@ def settle(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combi
            deadline: float, between, group_name: str, peers, outcome) -> None:
     """What a compiled run answered other than success, made what the Python path gives: its error raised as this
     module raises it; a member that called another collective; or RECOMPUTE, when the C code cannot be sure of
-    numpy's bits (a NaN pair, signed zeros) and numpy computes the result from the same posts."""
+    numpy's bits (a NaN pair, signed zeros) and numpy computes the result from the same posts; or (RECOMPUTE, start),
+    when that happened in a two-shot call's piece from element `start` on, and numpy does the rest of its share."""
     if isinstance(outcome, TimeoutError):
         raise _timed_out(fingerprint, seq, group_name, timeout, outcome) from None
     if isinstance(outcome, CollectiveMismatchError):
         raise _mismatch_as_messages(outcome, group_name, seq, fingerprint, peers) from None
     if isinstance(outcome, BaseException):
         raise outcome
+    if isinstance(outcome, tuple):
+        _finish_two_shot(board, plan, seq, fingerprint, buffers, combine, timeout, deadline, between, group_name,
+                         outcome[1])
+        return
     if outcome != RECOMPUTE:
         raise _mismatch(group_name, seq, fingerprint, outcome, board.fingerprint(outcome, seq), "")
     output = buffers["output"]
@@ -340,6 +353,21 @@ def settle(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combi
     target = _compute(board, plan, seq, output, mine, read_in_place, combine, deadline, between)
     if target is not output:
         np.copyto(output, target)
+
+
+def _finish_two_shot(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine,
+                     timeout: float, deadline: float, between, group_name: str, start: int) -> None:
+    """The rest of a two-shot call the compiled path left at element `start` of this rank's block: reduced and
+    written by numpy from there, then what run() does after computing (say it finished, wait for the writers)."""
+    output = buffers["output"]
+    posts = _Posts(board, seq, output.dtype, plan.me, buffers["input"], plan.own_blocks,
+                   lambda member, exc: _poster_lost(member, exc, deadline, between))
+    try:
+        _two_shot(plan.problem, plan.me, start)(posts, output, combine)
+        board.finish(plan.me, seq)
+        board.wait_finished(plan.me, seq, plan.readers, 0.0, deadline, between)
+    except TimeoutError as exc:
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
 
 
 def _poster_lost(member: int, exc: OSError, deadline: float, between) -> None:
@@ -442,11 +470,13 @@ def _all_reduce(problem: Problem, me: int) -> Callable:
     return lambda posts, out, combine: _combined(n, 0, count, posts, out, combine)
 
 
-def _two_shot(problem: Problem, me: int) -> Callable:
+def _two_shot(problem: Problem, me: int, first: int | None = None) -> Callable:
     """Rank `me` reduces its block of the inputs (block_bounds, as the schedule cuts them) a piece at a time,
-    and writes each piece into its own output and every peer's."""
+    and writes each piece into its own output and every peer's; from element `first` on when given (the first of
+    a piece: the rest of a call the compiled path began)."""
     n = problem.nranks
     lo, hi = block_bounds(problem.count, n)[me : me + 2]
+    lo = lo if first is None else first
     peers = [m for m in range(n) if m != me]
 
     def compute(posts, out, combine) -> None:

@@ -169,7 +169,8 @@ class Board:
     def yield_seconds(self, seconds: float) -> None:
         self._yield_seconds = seconds
         if self.native is not None:
-            self.native.set_waits(seconds, True)  # the calls it runs copy little: their waits yield
+            # Only a host with more ranks than cores sets it; the calls that copy little wait by yielding.
+            self.native.set_waits(seconds, True, True)
 
     # ----- one call
 

@@ -70,30 +70,34 @@ static PyObject *py_futex_wake(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* process_vm_readv / writev of a whole buffer: partial moves continue, EINTR retries; OSError names the peer. */
+/* process_vm_readv / writev of `total` bytes, the GIL held or not: partial moves continue, EINTR retries. 0, an
+ * errno, or -1 when the kernel moved nothing; *done says how far it got. */
+static int vm_copy(int pid, char *local, uint64_t address, Py_ssize_t total, int writing, Py_ssize_t *done) {
+    *done = 0;
+    while (*done < total) {
+        struct iovec mine = {local + *done, (size_t)(total - *done)};
+        struct iovec theirs = {(void *)(uintptr_t)(address + *done), (size_t)(total - *done)};
+        ssize_t got = writing ? process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
+                              : process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (got == 0) return -1;
+        *done += got;
+    }
+    return 0;
+}
+
+/* process_vm_readv / writev of a whole buffer; OSError names the peer. */
 static PyObject *vm_move(PyObject *args, int writing) {
     int pid;
     unsigned long long address;
     Py_buffer local;
     if (!PyArg_ParseTuple(args, writing ? "iKy*" : "iKw*", &pid, &address, &local)) return NULL;
-    Py_ssize_t total = local.len, done = 0;
-    int code = 0;
-    Py_BEGIN_ALLOW_THREADS while (done < total) {
-        struct iovec mine = {(char *)local.buf + done, (size_t)(total - done)};
-        struct iovec theirs = {(void *)(uintptr_t)(address + done), (size_t)(total - done)};
-        ssize_t got = writing ? process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
-                              : process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            code = errno;
-            break;
-        }
-        if (got == 0) {
-            code = -1;
-            break;
-        }
-        done += got;
-    }
+    Py_ssize_t done;
+    int code;
+    Py_BEGIN_ALLOW_THREADS code = vm_copy(pid, local.buf, address, local.len, writing, &done);
     Py_END_ALLOW_THREADS PyBuffer_Release(&local);
     const char *what = writing ? "process_vm_writev to" : "process_vm_readv from";
     if (code == -1)
@@ -288,6 +292,36 @@ static int combine(int type, int op, void *dst, const void *src, Py_ssize_t n) {
     return 1;
 }
 
+/* Whether combine(type, op, dst, src, n) would find numpy's bits uncertain (it finds out as it goes; this looks
+ * first, for a caller whose dst must stay whole when they are). Flags are or-ed over a chunk without a branch, so
+ * that the compiler vectorises the look. */
+#define UNSURE_LOOP(T, GET, NANS_UNSURE)                                                \
+    {                                                                                   \
+        const T *d = dst, *s = src;                                                     \
+        for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                                  \
+            Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                            \
+            int found = 0;                                                              \
+            if (sums)                                                                   \
+                for (Py_ssize_t i = lo; i < hi; i++) found |= NANS_UNSURE && NAN_PAIR(GET(d[i]), GET(s[i])); \
+            else                                                                        \
+                for (Py_ssize_t i = lo; i < hi; i++) found |= SIGNED_ZEROS(GET(d[i]), GET(s[i])); \
+            if (found) return 1;                                                        \
+        }                                                                               \
+        return 0;                                                                       \
+    }
+#define AS_IS(x) (x)
+
+static int unsure(int type, int op, const void *dst, const void *src, Py_ssize_t n) {
+    int sums = op == OP_SUM || op == OP_PROD;
+    switch (type) {
+    case T_F32: UNSURE_LOOP(float, AS_IS, 1)
+    case T_F64: UNSURE_LOOP(double, AS_IS, 1)
+    case T_F16: UNSURE_LOOP(uint16_t, half_to_float, 1)
+    case T_BF16: UNSURE_LOOP(uint16_t, bf16_to_float, 0)
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- a call's plan */
 
 /* What a rank derives once from a problem (board/run.py's Plan, for the calls this file runs). */
@@ -298,6 +332,9 @@ typedef struct {
     Py_ssize_t published;   /* elements this rank writes into its slot */
     Py_ssize_t own_lo, own_hi; /* its input's block left out of its slot; own_lo < 0: none */
     int nread, *read;       /* members whose slots it reads */
+    int nreaders, *readers; /* members that read its post */
+    int some_by_reference;  /* some member's post is larger than a slot: it goes by reference */
+    int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;
@@ -308,6 +345,7 @@ typedef struct {
 
 static void plan_dealloc(PlanObject *self) {
     PyMem_Free(self->read);
+    PyMem_Free(self->readers);
     PyMem_Free(self->own_blocks);
     PyMem_Free(self->pieces);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -336,19 +374,46 @@ static Py_ssize_t *ssize_array(PyObject *sequence, Py_ssize_t *length, const cha
     return out;
 }
 
-/* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, own_blocks, pieces, computes, type, op,
- *      itemsize, fingerprint): sequences flat (own_blocks: 2 per member or empty; pieces: 4 per piece). */
+/* The members of `sequence` as ints, each another member than `me`; NULL with an error set. */
+static int *other_members(PyObject *sequence, int me, int nmembers, int *count, const char *what) {
+    Py_ssize_t length;
+    Py_ssize_t *members = ssize_array(sequence, &length, what);
+    if (!members) return NULL;
+    int *out = PyMem_Calloc(length ? length : 1, sizeof(int));
+    if (!out) {
+        PyMem_Free(members);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        if (members[i] < 0 || members[i] >= nmembers || members[i] == me) {
+            PyMem_Free(members);
+            PyMem_Free(out);
+            PyErr_Format(PyExc_ValueError, "a plan's %s are members other than itself", what);
+            return NULL;
+        }
+        out[i] = (int)members[i];
+    }
+    PyMem_Free(members);
+    *count = (int)length;
+    return out;
+}
+
+/* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
+ *      some_by_reference, writes, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per member or
+ *      empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *read, *own_blocks, *pieces;
+    PyObject *read, *readers, *own_blocks, *pieces;
     Py_buffer fingerprint;
     Py_ssize_t length;
     if (self->read != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOpiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
-                          &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &own_blocks,
-                          &pieces, &self->computes, &self->type, &self->op, &self->itemsize, &fingerprint))
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
+                          &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers, &own_blocks,
+                          &pieces, &self->computes, &self->some_by_reference, &self->writes, &self->type, &self->op,
+                          &self->itemsize, &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
         PyBuffer_Release(&fingerprint);
@@ -362,24 +427,16 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "the plan's bounds are not those of a board call");
         return -1;
     }
-    Py_ssize_t *members = ssize_array(read, &length, "read");
-    if (!members) return -1;
-    self->read = PyMem_Calloc(length ? length : 1, sizeof(int));
-    if (!self->read) {
-        PyMem_Free(members);
-        PyErr_NoMemory();
+    if (self->some_by_reference && self->reducing && !self->writes) {
+        PyErr_SetString(PyExc_ValueError, "a direct reduction with posts by reference runs in Python");
         return -1;
     }
-    for (Py_ssize_t i = 0; i < length; i++) {
-        if (members[i] < 0 || members[i] >= self->nmembers || members[i] == self->me) {
-            PyMem_Free(members);
-            PyErr_SetString(PyExc_ValueError, "a plan reads the members other than itself");
-            return -1;
-        }
-        self->read[i] = (int)members[i];
+    if (self->writes && !(self->reducing && self->some_by_reference && self->own_lo < 0)) {
+        PyErr_SetString(PyExc_ValueError, "a two-shot plan reduces posts by reference, with no block left out");
+        return -1;
     }
-    self->nread = (int)length;
-    PyMem_Free(members);
+    if (!(self->read = other_members(read, self->me, self->nmembers, &self->nread, "read"))) return -1;
+    if (!(self->readers = other_members(readers, self->me, self->nmembers, &self->nreaders, "readers"))) return -1;
     self->own_blocks = ssize_array(own_blocks, &length, "own_blocks");
     if (!self->own_blocks) return -1;
     if (length == 0) {
@@ -425,6 +482,8 @@ typedef struct {
     uint64_t *recent; /* the sequence numbers of its last slots - 1 board calls, a ring */
     double yield_seconds;
     int yielding;
+    int crowded; /* more ranks than cores on the host: a poster by reference does not spin through its readers' copy */
+    int copying; /* the running call has posts by reference: its waits spin, as long copies leave no time to yield */
     char *scratch; /* an output computed aside */
     Py_ssize_t scratch_bytes;
     int running; /* calls in run(), which hold the mapping; release() waits for them (closing) */
@@ -535,10 +594,11 @@ static void wake_others(BoardObject *b, int me) {
     }
 }
 
-enum { READY_POSTED, READY_LATEST_PAST };
+enum { READY_POSTED, READY_LATEST_PAST, READY_FINISHED };
 
 static int ready(BoardObject *b, int member, int what, uint64_t seq) {
-    return what == READY_POSTED ? find_slot(b, member, seq) >= 0 : load(latest_of(b, member)) > seq;
+    if (what == READY_POSTED) return find_slot(b, member, seq) >= 0;
+    return load(what == READY_LATEST_PAST ? latest_of(b, member) : finished_of(b, member)) > seq;
 }
 
 static int drop_ready(BoardObject *b, int *missing, int count, int what, uint64_t seq) {
@@ -568,7 +628,7 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
     for (int i = 0; i < nmembers; i++)
         if (members[i] != me && !ready(b, members[i], what, seq)) missing[count++] = members[i];
     if (!count) goto done;
-    int yielding = b->yielding && b->yield_seconds > 0;
+    int yielding = b->yielding && b->yield_seconds > 0 && !b->copying;
     double window = yielding ? b->yield_seconds : spin;
     Py_BEGIN_ALLOW_THREADS double end = monotonic() + window;
     if (end > deadline) end = deadline;
@@ -673,24 +733,110 @@ static char *scratch(BoardObject *b, Py_ssize_t bytes) {
 }
 
 /* Where a member's published elements [start, start + count) are (its slot leaves out its own block, which it
- * reads from its input), or NULL when they are not all there. */
+ * reads from its input; a post by reference holds the whole input), or NULL when they are not all there. */
 static const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot, Py_ssize_t start, Py_ssize_t count,
-                             const char *input, Py_ssize_t input_bytes, const Py_ssize_t *posted_bytes) {
+                             const char *input, Py_ssize_t input_bytes, const Py_ssize_t *posted_bytes,
+                             int mine_by_reference) {
     Py_ssize_t item = p->itemsize;
+    if (member == p->me && (p->own_blocks || mine_by_reference))
+        return (start + count) * item <= input_bytes ? input + start * item : NULL;
     if (p->own_blocks) {
         Py_ssize_t lo = p->own_blocks[2 * member], hi = p->own_blocks[2 * member + 1];
-        if (member == p->me) return (start + count) * item <= input_bytes ? input + start * item : NULL;
         if (start >= hi) start -= hi - lo;
     }
     if ((start + count) * item > posted_bytes[member]) return NULL;
     return slot_of(b, member, slot) + HEADER + start * item;
 }
 
-#define RECOMPUTE (-2) /* run()'s answer when numpy's bits are not certain (combine): the caller computes in numpy */
+/* A member whose memory could not be read holds its post (it waits for its readers otherwise), so it died: until
+ * the deadline, between([member]) raises what the transport says of it (board/run.py's _poster_lost). */
+static void poster_lost(int member, int code, double deadline, PyObject *between, PyObject *call_seq) {
+    while (monotonic() < deadline) {
+        PyObject *list = member_list(&member, 1);
+        PyObject *outcome = !list ? NULL
+                            : call_seq ? PyObject_CallFunctionObjArgs(between, list, call_seq, NULL)
+                                       : PyObject_CallOneArg(between, list);
+        Py_XDECREF(list);
+        if (!outcome) return;
+        Py_DECREF(outcome);
+        struct timespec pause = {0, 1000000};
+        Py_BEGIN_ALLOW_THREADS nanosleep(&pause, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    PyErr_Format(PyExc_TimeoutError, "could not reach member %d's memory for its post: %s", member,
+                 code > 0 ? strerror(code) : "the kernel moved nothing");
+}
 
-/* One board call of a problem whose posts all fit in slots (board/run.py's run, the same steps), on buffers already
- * taken: None; the first member whose post carries another fingerprint; or RECOMPUTE. `between` is called with the
- * members still missing, and with `call_seq` after them when that is not NULL. */
+#define RECOMPUTE (-2) /* run()'s answer when numpy's bits are not certain (combine): the caller computes in numpy */
+#define READ_RATE 4e9  /* bytes per second a reader copies by reference, low (board/run.py's _READ_RATE) */
+#define PIECE_BYTES (256 << 10) /* a two-shot block is reduced and written on in pieces of this size (run.py's) */
+
+/* Copy `bytes` between `local` and byte `offset` of a member's post by reference (its output when `writing`); on
+ * failure, poster_lost. 0, or -1 with an error set. */
+static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, char *local, Py_ssize_t bytes,
+                       int writing, double deadline, PyObject *between, PyObject *call_seq) {
+    uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
+    Py_ssize_t done;
+    int code;
+    Py_BEGIN_ALLOW_THREADS code = vm_copy((int)theirs[4], local, theirs[writing ? 6 : 5] + offset, bytes, writing,
+                                          &done);
+    Py_END_ALLOW_THREADS if (!code) return 0;
+    poster_lost(member, code, deadline, between, call_seq);
+    return -1;
+}
+
+/* The two-shot all-reduce's share of this member (board/run.py's _two_shot): its block of every member's input,
+ * read a piece at a time, reduced in rank order, and written into every member's output. 0; -1 with an error set;
+ * or 1 when numpy's bits are not certain in the piece from element *resume on, which nothing has been written
+ * from: numpy goes on from there (run.py's settle), with this member's input whole. */
+static int reduce_and_write(BoardObject *b, PlanObject *p, const char *input, Py_ssize_t input_bytes, Py_buffer *out,
+                            const int *where, double deadline, PyObject *between, PyObject *call_seq,
+                            Py_ssize_t *resume) {
+    Py_ssize_t item = p->itemsize, step = PIECE_BYTES / item > 0 ? PIECE_BYTES / item : 1;
+    int me = p->me;
+    if (p->hi * item > out->len || p->hi * item > input_bytes) {
+        PyErr_SetString(PyExc_ValueError, "the two-shot block does not fit the call's buffers");
+        return -1;
+    }
+    int in_place = (char *)out->buf < input + input_bytes && input < (char *)out->buf + out->len;
+    /* Member 0 of two reduces in place, as the Python path does, once it has made sure numpy's bits are certain,
+     * so that its input is whole if they are not; every other reduces aside. */
+    int aside = in_place && (me != 0 || p->nmembers > 2);
+    char *room = scratch(b, 2 * step * item);
+    if (!room) return -1;
+    char *part = room + step * item;
+    for (Py_ssize_t start = p->lo; start < p->hi; start += step) {
+        Py_ssize_t count = p->hi - start < step ? p->hi - start : step, bytes = count * item, offset = start * item;
+        char *target = aside ? room : (char *)out->buf + offset;
+        if (me == 0) {
+            if (target != input + offset) memcpy(target, input + offset, bytes);
+        } else if (move_member(b, 0, where[0], offset, target, bytes, 0, deadline, between, call_seq) < 0) {
+            return -1;
+        }
+        for (int m = 1; m < p->nmembers; m++) {
+            const char *from = input + offset;
+            if (m != me) {
+                if (move_member(b, m, where[m], offset, part, bytes, 0, deadline, between, call_seq) < 0) return -1;
+                from = part;
+            }
+            if ((in_place && !aside && unsure(p->type, p->op, target, from, count)) ||
+                combine(p->type, p->op, target, from, count)) {
+                *resume = start;
+                return 1;
+            }
+        }
+        if (aside) memcpy((char *)out->buf + offset, target, bytes);
+        for (int m = 0; m < p->nmembers; m++)
+            if (m != me && move_member(b, m, where[m], offset, target, bytes, 1, deadline, between, call_seq) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* One board call (board/run.py's run, the same steps), on buffers already taken: None; the first member whose post
+ * carries another fingerprint; RECOMPUTE; or (RECOMPUTE, start) from the two-shot all-reduce. A post larger than a
+ * slot goes by reference (a direct reduction's never comes here), as every two-shot post does. `between` is called
+ * with the members still missing, and with `call_seq` after them when that is not NULL. */
 static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
                           double deadline, PyObject *between, PyObject *call_seq) {
     if (p->nmembers != b->nmembers) {
@@ -704,8 +850,9 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     int me = p->me;
     Py_ssize_t item = p->itemsize;
     Py_ssize_t own = p->own_lo >= 0 ? (p->own_hi - p->own_lo) * item : 0;
-    /* a post of its whole input less its own block, or of its first `published` elements; never past its slot */
-    if (p->published * item > b->slot_bytes || (p->published && !have_in) ||
+    int mine_by_reference = p->writes || p->published * item > b->slot_bytes;
+    /* a post of its whole input less its own block, or of its first `published` elements */
+    if ((p->published && !have_in) || (mine_by_reference && !p->some_by_reference) || (p->writes && !have_out) ||
         (p->own_lo >= 0 ? !have_in || in->len != p->published * item + own || p->own_hi * item > in->len
                         : have_in && in->len < p->published * item)) {
         PyErr_SetString(PyExc_ValueError, "the call's input does not fit the plan");
@@ -717,6 +864,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
         PyErr_NoMemory();
         goto finally;
     }
+    b->copying = p->some_by_reference;
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
      * call after it */
     long long oldest = oldest_unread(b);
@@ -724,16 +872,23 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     int slot = advance(b, seq);
     char *mine = slot_of(b, me, slot);
     uint64_t *words = (uint64_t *)mine;
-    words[4] = 0; /* pid: in the slot, not by reference */
-    words[7] = 0; /* peers do not write into our output */
-    Py_ssize_t nbytes = p->published * item;
+    words[6] = p->writes ? (uint64_t)(uintptr_t)out->buf : 0;
+    words[7] = (uint64_t)p->writes; /* whether peers write into our output */
     const char *input = have_in ? in->buf : NULL;
-    if (p->own_lo >= 0) { /* its input less its own block */
-        Py_ssize_t start = p->own_lo * item, stop = p->own_hi * item;
-        if (start) memcpy(mine + HEADER, input, start);
-        if (stop < in->len) memcpy(mine + HEADER + start, input + stop, in->len - stop);
-    } else if (nbytes) {
-        memcpy(mine + HEADER, input, nbytes);
+    Py_ssize_t nbytes = p->published * item;
+    if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
+        nbytes = p->own_lo >= 0 ? in->len : nbytes;
+        words[5] = (uint64_t)(uintptr_t)input;
+        words[4] = (uint64_t)getpid();
+    } else {
+        words[4] = 0; /* pid: in the slot, not by reference */
+        if (p->own_lo >= 0) { /* its input less its own block */
+            Py_ssize_t start = p->own_lo * item, stop = p->own_hi * item;
+            if (start) memcpy(mine + HEADER, input, start);
+            if (stop < in->len) memcpy(mine + HEADER + start, input + stop, in->len - stop);
+        } else if (nbytes) {
+            memcpy(mine + HEADER, input, nbytes);
+        }
     }
     memcpy(mine + 16, p->fingerprint, 16);
     words[1] = (uint64_t)nbytes;
@@ -743,6 +898,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
 
     if (wait_for(b, me, p->read, p->nread, READY_POSTED, seq, spin, deadline, between, call_seq, "posted") < 0)
         goto finally;
+    int read_by_reference = 0;
     for (int i = 0; i < p->nread; i++) {
         int member = p->read[i], s = find_slot(b, member, seq);
         if (s < 0) {
@@ -751,30 +907,41 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
             goto finally;
         }
         uint64_t *theirs = (uint64_t *)slot_of(b, member, s);
-        if (memcmp(slot_of(b, member, s) + 16, p->fingerprint, 16) != 0 || theirs[7] != 0 || theirs[4] != 0) {
+        if (memcmp(slot_of(b, member, s) + 16, p->fingerprint, 16) != 0 || theirs[7] != (uint64_t)p->writes ||
+            (theirs[4] != 0 && !p->some_by_reference)) {
             result = PyLong_FromLong(member);
             goto finally;
         }
         where[member] = s;
-        posted_bytes[member] = theirs[1] <= (uint64_t)b->slot_bytes ? (Py_ssize_t)theirs[1] : 0;
+        read_by_reference |= theirs[4] != 0;
+        posted_bytes[member] = theirs[4] != 0 || theirs[1] <= (uint64_t)b->slot_bytes ? (Py_ssize_t)theirs[1] : 0;
     }
     where[me] = slot;
     posted_bytes[me] = nbytes;
     const Py_ssize_t input_bytes = have_in ? in->len : 0;
+    char *aside = NULL; /* an output over the input its readers copy from, computed here until they finish */
     if (p->computes && have_out) {
         char *target = out->buf;
-        if (p->reducing) {
+        if (p->writes) {
+            Py_ssize_t resume = 0;
+            int reduced = reduce_and_write(b, p, input, input_bytes, out, where, deadline, between, call_seq, &resume);
+            if (reduced < 0) goto finally;
+            if (reduced > 0) { /* numpy goes on; the readers' finish and wait are its (run.py's settle) */
+                result = Py_BuildValue("(in)", RECOMPUTE, resume);
+                goto finally;
+            }
+        } else if (p->reducing) {
             Py_ssize_t count = p->hi - p->lo, bytes = count * item;
             if (bytes > out->len) {
                 PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
                 goto finally;
             }
             /* its own block is read from its input: an output over it is computed aside */
-            int aside = p->own_blocks && have_in && (char *)out->buf < input + in->len &&
-                        input < (char *)out->buf + out->len;
-            if (aside && !(target = scratch(b, bytes))) goto finally;
+            int over = p->own_blocks && have_in && (char *)out->buf < input + in->len &&
+                       input < (char *)out->buf + out->len;
+            if (over && !(target = scratch(b, bytes))) goto finally;
             for (int m = 0; m < p->nmembers; m++) {
-                const char *part = posted_at(b, p, m, where[m], p->lo, count, input, input_bytes, posted_bytes);
+                const char *part = posted_at(b, p, m, where[m], p->lo, count, input, input_bytes, posted_bytes, 0);
                 if (!part) {
                     PyErr_Format(PyExc_ValueError, "member %d posted fewer bytes than the plan reads", m);
                     goto finally;
@@ -786,14 +953,34 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
                     goto finally;
                 }
             }
-            if (aside) memcpy(out->buf, target, bytes);
+            if (over) memcpy(out->buf, target, bytes);
         } else {
+            if (mine_by_reference && p->nreaders && (char *)out->buf < input + in->len &&
+                input < (char *)out->buf + out->len) {
+                if (!(aside = target = scratch(b, out->len))) goto finally;
+            }
             for (int i = 0; i < p->npieces; i++) {
                 Py_ssize_t *piece = p->pieces + 4 * i;
                 int member = (int)piece[0];
                 Py_ssize_t start = piece[1], count = piece[2], at = piece[3];
+                uint64_t *theirs = member == me ? NULL : (uint64_t *)slot_of(b, member, where[member]);
+                if (theirs && theirs[4] != 0) { /* by reference: straight from the member's memory */
+                    if ((at + count) * item > out->len || (start + count) * item > posted_bytes[member]) {
+                        PyErr_Format(PyExc_ValueError, "member %d's piece does not fit the plan", member);
+                        goto finally;
+                    }
+                    Py_ssize_t done;
+                    int code;
+                    Py_BEGIN_ALLOW_THREADS code = vm_copy((int)theirs[4], target + at * item, theirs[5] + start * item,
+                                                          count * item, 0, &done);
+                    Py_END_ALLOW_THREADS if (code) {
+                        poster_lost(member, code, deadline, between, call_seq);
+                        goto finally;
+                    }
+                    continue;
+                }
                 const char *part = posted_at(b, p, member, where[member], start, count, input, input_bytes,
-                                             posted_bytes);
+                                             posted_bytes, mine_by_reference);
                 if ((at + count) * item > out->len || !part) {
                     PyErr_Format(PyExc_ValueError, "member %d's piece does not fit the plan", member);
                     goto finally;
@@ -801,10 +988,22 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
                 memmove(target + at * item, part, count * item);
             }
         }
+        if (read_by_reference) { /* its posters by reference may return */
+            __atomic_store_n(finished_of(b, me), seq + 1, __ATOMIC_RELEASE);
+            wake_others(b, me);
+        }
     }
+    if (mine_by_reference && p->nreaders) {
+        double reading = b->crowded ? 0.0 : (double)nbytes / READ_RATE;
+        if (wait_for(b, me, p->readers, p->nreaders, READY_FINISHED, seq, spin + reading, deadline, between,
+                     call_seq, "finished reading this member's post") < 0)
+            goto finally;
+    }
+    if (aside) memcpy(out->buf, aside, out->len);
     result = Py_None;
     Py_INCREF(result);
 finally:
+    b->copying = 0;
     if (where != NULL && where != stack_slots) PyMem_Free(where);
     if (posted_bytes != NULL && posted_bytes != stack_bytes) PyMem_Free(posted_bytes);
     return result;
@@ -853,7 +1052,7 @@ finally:
 }
 
 static PyObject *board_set_waits(BoardObject *self, PyObject *args) {
-    if (!PyArg_ParseTuple(args, "dp", &self->yield_seconds, &self->yielding)) return NULL;
+    if (!PyArg_ParseTuple(args, "dpp", &self->yield_seconds, &self->yielding, &self->crowded)) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -870,7 +1069,7 @@ static PyMethodDef board_methods[] = {
      "the call every member must have posted past before this member's next post takes its slot, or -1"},
     {"advance", (PyCFunction)board_advance, METH_O, "take the next slot for call `seq`; returns the slot"},
     {"set_waits", (PyCFunction)board_set_waits, METH_VARARGS,
-     "set_waits(yield_seconds, yielding): how the next calls wait for their peers"},
+     "set_waits(yield_seconds, yielding, crowded): how the next calls wait for their peers"},
     {"release", (PyCFunction)board_release, METH_NOARGS, "let go of the mapping"},
     {NULL}};
 

@@ -156,6 +156,114 @@ def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
     assert [digest for _, _, digest in compiled_results] == [digest for _, _, digest in python_results]
 
 
+def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
+    """Calls with posts larger than a board slot, which go by reference: some members' posts in slots beside
+    others' by reference, in place and not; and the two-shot all-reduce, always by reference. ((collective,
+    algorithm) -> whether its plans are on the compiled path, a digest)."""
+    import meshcomm as dist
+    from meshcomm import ReduceOp
+    from meshcomm.api.state import resolve_group
+    from meshcomm.board.run import COMPILED_TWO_SHOT_BYTES, SLOT_BYTES
+
+    g = resolve_group(None)
+    rank, n = g.rank, g.size
+    large = SLOT_BYTES // 8 + 3  # int64s: more than a slot holds
+    digest = hashlib.sha256()
+    for root in range(n):
+        x = (np.arange(large) * 3 + rank).astype(np.int64)
+        dist.broadcast(x, src=root, algorithm="direct")
+        digest.update(x.tobytes())
+    counts = [5 if r == 0 else large + r for r in range(n)]  # member 0 posts in its slot, the others by reference
+    gathered = [np.empty(c, np.int64) for c in counts]
+    dist.all_gather(gathered, (np.arange(counts[rank]) + 100 * rank).astype(np.int64), algorithm="direct")
+    digest.update(b"".join(v.tobytes() for v in gathered))
+    whole = np.zeros(n * large, np.int64)
+    whole[rank * large : (rank + 1) * large] = np.arange(large) * (rank + 2)
+    dist.all_gather_into_tensor(whole, whole[rank * large : (rank + 1) * large], algorithm="direct")
+    digest.update(whole.tobytes())
+    source = (np.arange(n * large) * 5 + rank).astype(np.int64)
+    out = np.empty(n * large, np.int64)
+    dist.all_to_all_single(out, source, algorithm="direct")
+    digest.update(out.tobytes() + source.tobytes())
+    dist.all_to_all_single(source, source, algorithm="direct")  # in place: its readers copy from what it overwrites
+    digest.update(source.tobytes())
+    y = (np.arange(large) % 7 + rank).astype(np.int64)
+    dist.all_reduce(y, algorithm="direct")  # a direct reduction by reference: Python's
+    digest.update(y.tobytes())
+    # The two-shot all-reduce, as large as the compiled path takes it: each rank's block several pieces long. A NaN
+    # pair (a sum) or signed zeros (max, min) in a later piece of member 0's block (reduced in place) and in the
+    # last piece of the last block: the compiled path leaves that piece and the rest to numpy.
+    for dtype, op, odd in (("float64", ReduceOp.SUM, np.nan), ("float32", ReduceOp.MAX, -0.0 if rank else 0.0),
+                           ("float16", ReduceOp.SUM, np.nan), ("int32", ReduceOp.PRODUCT, None),
+                           ("float64", ReduceOp.MIN, None)):
+        count = COMPILED_TWO_SHOT_BYTES // np.dtype(dtype).itemsize - 13
+        z = ((np.arange(count) % 11 - 5) * (rank + 1)).astype(dtype)
+        if odd is not None:
+            z[-3] = z[3 * (256 << 10) // 8 + 7] = odd
+        dist.all_reduce(z, op=op, algorithm="two_shot")
+        digest.update(z.tobytes())
+    compiled = {}
+    for plan in g._plans.values():
+        if plan.board is not None and (plan.board.some_by_reference or plan.algorithm == "two_shot"):
+            key = (plan.board.problem.collective, plan.algorithm)
+            compiled[key] = compiled.get(key, True) and plan.board.native is not None
+    return compiled, digest.hexdigest()
+
+
+@needs_compiled
+@pytest.mark.parametrize("n", [2, 3])
+def test_posts_by_reference_give_the_same_bytes_on_both_paths(n: int) -> None:
+    python_results, compiled_results = on_both_paths(n, run_by_reference, timeout=120)
+    assert all(not any(compiled.values()) for compiled, _ in python_results)
+    # The compiled path takes every call by reference except the direct reduction.
+    expected = {("broadcast", "direct"): True, ("all_gather", "direct"): True, ("all_to_all", "direct"): True,
+                ("all_reduce", "direct"): False, ("all_reduce", "two_shot"): True}
+    assert all(compiled == expected for compiled, _ in compiled_results)
+    assert [digest for _, digest in compiled_results] == [digest for _, digest in python_results]
+
+
+def _gather_by_reference(me: int):
+    """The compiled plan of member `me` for a 2-member all_gather of 40 int64s each: on a board of 256-byte slots
+    both post by reference."""
+    from meshcomm.algorithms.problem import problem_of
+    from meshcomm.board import run as board_run
+
+    problem = problem_of("all_gather", 2, (40, 40))
+    plan = board_run.plan(problem, me, 8, "direct", "int64", "none", bytes(range(16)))
+    return board_run.native_plan(plan._replace(some_by_reference=True), 8, "int64", "none", bytes(range(16)))
+
+
+@needs_compiled
+@pytest.mark.parametrize("verdict", ["gone", "silent"])
+def test_a_compiled_read_of_a_poster_s_memory_that_fails_asks_after_it_and_names_it(two_boards, verdict) -> None:
+    # Member 1 posted by reference and died: reading its memory fails, so the call asks the liveness check about
+    # it until the deadline, as the Python path does.
+    import subprocess
+    import time
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    theirs = np.arange(40, dtype=np.int64)
+    two_boards[1].post(1, 0, bytes(range(16)), memoryview(theirs).cast("B"), 0.0, float("inf"),
+                       lambda missing: None, by_reference=True)
+    two_boards[1]._references[1][two_boards[1]._turns.current][0] = gone.pid
+    asked = []
+
+    def between(missing) -> None:
+        asked.append(list(missing))
+        if verdict == "gone":
+            raise ConnectionError("member 1 is gone")
+
+    mine, output = np.zeros(40, np.int64), np.zeros(80, np.int64)
+    if verdict == "gone":
+        with pytest.raises(ConnectionError, match="member 1 is gone"):
+            two_boards[0].native.run(_gather_by_reference(0), 0, mine, output, 0.0, time.monotonic() + 30, between)
+    else:
+        with pytest.raises(TimeoutError, match="could not reach member 1's memory for its post"):
+            two_boards[0].native.run(_gather_by_reference(0), 0, mine, output, 0.0, time.monotonic() + 0.2, between)
+    assert asked and all(missing == [1] for missing in asked)
+
+
 def _plan_for_two(me: int):
     """The compiled plan of member `me` for a 2-member all_reduce of 2 int64s on the board."""
     from meshcomm.algorithms.problem import problem_of
