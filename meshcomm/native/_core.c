@@ -198,6 +198,36 @@ static uint16_t float_to_bf16(float f) {
 #define SIGNED_ZEROS(a, b) (((a) == (b)) & (signbit(a) != signbit(b)))
 #define CHUNK 512 /* elements checked, then combined, at a time: both stay in the core's cache */
 
+/* Whether numpy's bits are uncertain for dst op src somewhere in n elements: the 16-bit floats' check in combine,
+ * and a caller's whose dst must stay whole when they are. bfloat16's NaNs all become one (narrow_floats), so only its
+ * signed zeros are unsure. Flags are or-ed over a chunk without a branch, so that the compiler vectorises the look. */
+#define UNSURE_LOOP(T, GET, NANS_UNSURE)                                                \
+    {                                                                                   \
+        const T *d = dst, *s = src;                                                     \
+        for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                                  \
+            Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                            \
+            int found = 0;                                                              \
+            if (sums)                                                                   \
+                for (Py_ssize_t i = lo; i < hi; i++) found |= NANS_UNSURE && NAN_PAIR(GET(d[i]), GET(s[i])); \
+            else                                                                        \
+                for (Py_ssize_t i = lo; i < hi; i++) found |= SIGNED_ZEROS(GET(d[i]), GET(s[i])); \
+            if (found) return 1;                                                        \
+        }                                                                               \
+        return 0;                                                                       \
+    }
+#define AS_IS(x) (x)
+
+static int unsure(int type, int op, const void *dst, const void *src, Py_ssize_t n) {
+    int sums = op == OP_SUM || op == OP_PROD;
+    switch (type) {
+    case T_F32: UNSURE_LOOP(float, AS_IS, 1)
+    case T_F64: UNSURE_LOOP(double, AS_IS, 1)
+    case T_F16: UNSURE_LOOP(uint16_t, half_to_float, 1)
+    case T_BF16: UNSURE_LOOP(uint16_t, bf16_to_float, 0)
+    }
+    return 0;
+}
+
 /* Integers wrap around: products are taken in an unsigned type wide enough not to promote to int. */
 #define INT_LOOP(T, W)                                                                  \
     {                                                                                   \
@@ -221,12 +251,12 @@ static uint16_t float_to_bf16(float f) {
         const T *s = (const T *)src;                                                    \
         for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                                  \
             Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                            \
-            int unsure = 0;                                                             \
+            int found = 0; /* unsure()'s look, kept inline: through the call, reductions measured slower */ \
             if (op == OP_SUM || op == OP_PROD)                                          \
-                for (i = lo; i < hi; i++) unsure |= NAN_PAIR(d[i], s[i]);               \
+                for (i = lo; i < hi; i++) found |= NAN_PAIR(d[i], s[i]);                \
             else                                                                        \
-                for (i = lo; i < hi; i++) unsure |= SIGNED_ZEROS(d[i], s[i]);           \
-            if (unsure) return 1;                                                       \
+                for (i = lo; i < hi; i++) found |= SIGNED_ZEROS(d[i], s[i]);            \
+            if (found) return 1;                                                        \
             switch (op) {                                                               \
             case OP_SUM: for (i = lo; i < hi; i++) d[i] = d[i] + s[i]; break;           \
             case OP_PROD: for (i = lo; i < hi; i++) d[i] = d[i] * s[i]; break;          \
@@ -237,17 +267,12 @@ static uint16_t float_to_bf16(float f) {
         return 0;                                                                       \
     }
 
-/* 16-bit floats: widened to float32, combined, rounded back after each step, as the Python path does. bfloat16's
- * NaNs all become one (narrow_floats), so only its signed zeros are unsure. */
-#define NARROW_LOOP(WIDEN, NARROW, NANS_UNSURE)                                         \
+/* 16-bit floats: widened to float32, combined, rounded back after each step, as the Python path does. */
+#define NARROW_LOOP(WIDEN, NARROW)                                                      \
     {                                                                                   \
         uint16_t *d = (uint16_t *)dst;                                                  \
         const uint16_t *s = (const uint16_t *)src;                                      \
-        for (i = 0; i < n; i++) {                                                       \
-            float a = WIDEN(d[i]), b = WIDEN(s[i]);                                     \
-            if (op == OP_SUM || op == OP_PROD ? NANS_UNSURE && NAN_PAIR(a, b) : SIGNED_ZEROS(a, b)) \
-                return 1;                                                               \
-        }                                                                               \
+        if (unsure(type, op, dst, src, n)) return 1;                                    \
         for (i = 0; i < n; i++) {                                                       \
             float a = WIDEN(d[i]), b = WIDEN(s[i]), r = 0;                              \
             switch (op) {                                                               \
@@ -275,8 +300,8 @@ static int combine(int type, int op, void *dst, const void *src, Py_ssize_t n) {
     case T_U64: INT_LOOP(uint64_t, uint64_t)
     case T_F32: FLOAT_LOOP(float)
     case T_F64: FLOAT_LOOP(double)
-    case T_F16: NARROW_LOOP(half_to_float, float_to_half, 1)
-    case T_BF16: NARROW_LOOP(bf16_to_float, float_to_bf16, 0)
+    case T_F16: NARROW_LOOP(half_to_float, float_to_half)
+    case T_BF16: NARROW_LOOP(bf16_to_float, float_to_bf16)
     case T_BOOL: {
         uint8_t *d = (uint8_t *)dst;
         const uint8_t *s = (const uint8_t *)src;
@@ -290,36 +315,6 @@ static int combine(int type, int op, void *dst, const void *src, Py_ssize_t n) {
     }
     }
     return 1;
-}
-
-/* Whether combine(type, op, dst, src, n) would find numpy's bits uncertain (it finds out as it goes; this looks
- * first, for a caller whose dst must stay whole when they are). Flags are or-ed over a chunk without a branch, so
- * that the compiler vectorises the look. */
-#define UNSURE_LOOP(T, GET, NANS_UNSURE)                                                \
-    {                                                                                   \
-        const T *d = dst, *s = src;                                                     \
-        for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {                                  \
-            Py_ssize_t hi = lo + CHUNK < n ? lo + CHUNK : n;                            \
-            int found = 0;                                                              \
-            if (sums)                                                                   \
-                for (Py_ssize_t i = lo; i < hi; i++) found |= NANS_UNSURE && NAN_PAIR(GET(d[i]), GET(s[i])); \
-            else                                                                        \
-                for (Py_ssize_t i = lo; i < hi; i++) found |= SIGNED_ZEROS(GET(d[i]), GET(s[i])); \
-            if (found) return 1;                                                        \
-        }                                                                               \
-        return 0;                                                                       \
-    }
-#define AS_IS(x) (x)
-
-static int unsure(int type, int op, const void *dst, const void *src, Py_ssize_t n) {
-    int sums = op == OP_SUM || op == OP_PROD;
-    switch (type) {
-    case T_F32: UNSURE_LOOP(float, AS_IS, 1)
-    case T_F64: UNSURE_LOOP(double, AS_IS, 1)
-    case T_F16: UNSURE_LOOP(uint16_t, half_to_float, 1)
-    case T_BF16: UNSURE_LOOP(uint16_t, bf16_to_float, 0)
-    }
-    return 0;
 }
 
 /* ---------------------------------------------------------------- a call's plan */
@@ -732,6 +727,11 @@ static char *scratch(BoardObject *b, Py_ssize_t bytes) {
     return b->scratch;
 }
 
+/* Whether two buffers share a byte. */
+static inline int overlap(const char *a, Py_ssize_t a_bytes, const char *b, Py_ssize_t b_bytes) {
+    return a < b + b_bytes && b < a + a_bytes;
+}
+
 /* Where a member's published elements [start, start + count) are (its slot leaves out its own block, which it
  * reads from its input; a post by reference holds the whole input), or NULL when they are not all there. */
 static const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot, Py_ssize_t start, Py_ssize_t count,
@@ -798,7 +798,7 @@ static int reduce_and_write(BoardObject *b, PlanObject *p, const char *input, Py
         PyErr_SetString(PyExc_ValueError, "the two-shot block does not fit the call's buffers");
         return -1;
     }
-    int in_place = (char *)out->buf < input + input_bytes && input < (char *)out->buf + out->len;
+    int in_place = overlap(out->buf, out->len, input, input_bytes);
     /* Member 0 of two reduces in place, as the Python path does, once it has made sure numpy's bits are certain,
      * so that its input is whole if they are not; every other reduces aside. */
     int aside = in_place && (me != 0 || p->nmembers > 2);
@@ -937,8 +937,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
                 goto finally;
             }
             /* its own block is read from its input: an output over it is computed aside */
-            int over = p->own_blocks && have_in && (char *)out->buf < input + in->len &&
-                       input < (char *)out->buf + out->len;
+            int over = p->own_blocks && have_in && overlap(out->buf, out->len, input, in->len);
             if (over && !(target = scratch(b, bytes))) goto finally;
             for (int m = 0; m < p->nmembers; m++) {
                 const char *part = posted_at(b, p, m, where[m], p->lo, count, input, input_bytes, posted_bytes, 0);
@@ -955,8 +954,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
             }
             if (over) memcpy(out->buf, target, bytes);
         } else {
-            if (mine_by_reference && p->nreaders && (char *)out->buf < input + in->len &&
-                input < (char *)out->buf + out->len) {
+            if (mine_by_reference && p->nreaders && overlap(out->buf, out->len, input, in->len)) {
                 if (!(aside = target = scratch(b, out->len))) goto finally;
             }
             for (int i = 0; i < p->npieces; i++) {
@@ -969,14 +967,9 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
                         PyErr_Format(PyExc_ValueError, "member %d's piece does not fit the plan", member);
                         goto finally;
                     }
-                    Py_ssize_t done;
-                    int code;
-                    Py_BEGIN_ALLOW_THREADS code = vm_copy((int)theirs[4], target + at * item, theirs[5] + start * item,
-                                                          count * item, 0, &done);
-                    Py_END_ALLOW_THREADS if (code) {
-                        poster_lost(member, code, deadline, between, call_seq);
+                    if (move_member(b, member, where[member], start * item, target + at * item, count * item, 0,
+                                    deadline, between, call_seq) < 0)
                         goto finally;
-                    }
                     continue;
                 }
                 const char *part = posted_at(b, p, member, where[member], start, count, input, input_bytes,
