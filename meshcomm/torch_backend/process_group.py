@@ -22,6 +22,8 @@ Launch = Callable[[bool, "float | None"], Any]
 
 def reduce_op(op: Any) -> _Op:
     """meshcomm's op for torch's ReduceOp (as found in an options record) or RedOpType."""
+    if op == _TORCH_SUM:  # nearly every call's op, and pybind's comparison is the cheapest question to ask
+        return ReduceOp.SUM
     kind = getattr(op, "op", op)
     code = getattr(kind, "value", None)
     known = _KNOWN.get(code) if type(code) is int else None
@@ -40,6 +42,7 @@ def reduce_op(op: Any) -> _Op:
     return _OPS[name.lower()]
 
 
+_TORCH_SUM = dist.ReduceOp.SUM
 _OPS = {op.name: op for op in vars(ReduceOp).values() if isinstance(op, _Op)}
 _KNOWN: dict[int, _Op] = {}  # torch's RedOpType's value -> meshcomm's op, for all but PREMUL_SUM (its factor varies)
 
@@ -69,8 +72,9 @@ class MeshcommProcessGroup(dist.ProcessGroup):
 
     Every method starts meshcomm operations on the group's queue (so they
     complete in issue order) and returns a TorchWork; a call whose options
-    say asyncOp=False runs on the calling thread instead, and its errors are
-    raised right there.
+    say asyncOp=False (torch.distributed's blocking functions) runs on the
+    calling thread instead, raises its errors right there, and returns None,
+    which those functions take as already synchronized.
     """
 
     def __init__(self, group: Group, name: str, on_shutdown: Callable[[], None]) -> None:
@@ -109,30 +113,29 @@ class MeshcommProcessGroup(dist.ProcessGroup):
     # ----- one place that runs launches synchronously or tracks them
 
     def _run(self, what: str, opts: Any, result: list[torch.Tensor], launches: list[Launch],
-             after: Callable[[], None] | None = None) -> TorchWork:
+             after: Callable[[], None] | None = None) -> TorchWork | None:
         async_op = bool(getattr(opts, "asyncOp", True))
         timeout = getattr(opts, "timeout", None)
         timeout = _seconds(timeout) if timeout is not None else None
-        description = f"{what} on group {self._name!r}"
-        limit = self._group.timeout if timeout is None else timeout
         if not async_op:
             for launch in launches:
                 launch(False, timeout)
             if after is not None:
                 after()
-            return works.completed(description, result, limit)
+            return None  # torch's wrappers take None as "the backend has synchronized": nothing to wait on
+        limit = self._group.timeout if timeout is None else timeout
         started = [launch(True, timeout) for launch in launches]
-        return works.track(description, started, result, limit, after)
+        return works.track(f"{what} on group {self._name!r}", started, result, limit, after)
 
     # ----- collectives reachable from C++ (DDP, _broadcast_coalesced, functional collectives)
 
-    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork:
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork | None:
         tensor = _one(tensors, "tensors")
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
         return self._run("allreduce", opts, list(tensors), [
             lambda a, t: coll.all_reduce(tensor, op, self._group, a, timeout=t)])
 
-    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork:
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork | None:
         """Tensors of one dtype travel as one flat all_reduce (the point of coalescing); mixed dtypes one each."""
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
         tensors = list(tensors)
@@ -151,26 +154,26 @@ class MeshcommProcessGroup(dist.ProcessGroup):
         return self._run("allreduce_coalesced", opts, tensors, [
             lambda a, t: coll.all_reduce(flat, op, self._group, a, timeout=t)], unflatten)
 
-    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork:
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork | None:
         root = int(getattr(opts, "rootRank", 0))
         return self._run("broadcast", opts, list(tensors), [
             (lambda a, t, x=x: coll.broadcast(x, None, self._group, a, group_src=root, timeout=t)) for x in tensors])
 
     def allgather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
-                  opts: Any = None) -> TorchWork:
+                  opts: Any = None) -> TorchWork | None:
         outputs = _one(output_tensors, "output_tensors")
         tensor = _one(input_tensors, "input_tensors")
         return self._run("allgather", opts, list(outputs), [
             lambda a, t: coll.all_gather(outputs, tensor, self._group, a, timeout=t)])
 
-    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork:
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork | None:
         return self._run("all_gather_single", opts, [output], [
             lambda a, t: coll.all_gather_into_tensor(output, input, self._group, a, timeout=t)])
 
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                    opts: Any = None) -> TorchWork:
+                                    opts: Any = None) -> TorchWork | None:
         _same_length(outputs, inputs, "all_gather_single_coalesced")
         return self._run("all_gather_single_coalesced", opts, list(outputs), [
             (lambda a, t, o=o, i=i: coll.all_gather_into_tensor(o, i, self._group, a, timeout=t))
@@ -179,21 +182,21 @@ class MeshcommProcessGroup(dist.ProcessGroup):
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], input_list: list[torch.Tensor],
-                            opts: Any = None) -> TorchWork:
+                            opts: Any = None) -> TorchWork | None:
         _same_length(output_lists, input_list, "allgather_coalesced")
         return self._run("allgather_coalesced", opts, [t for out in output_lists for t in out], [
             (lambda a, t, o=o, i=i: coll.all_gather(o, i, self._group, a, timeout=t))
             for o, i in zip(output_lists, input_list)])
 
     def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
-                       opts: Any = None) -> TorchWork:
+                       opts: Any = None) -> TorchWork | None:
         output = _one(output_tensors, "output_tensors")
         inputs = _one(input_tensors, "input_tensors")
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
         return self._run("reduce_scatter", opts, [output], [
             lambda a, t: coll.reduce_scatter(output, inputs, op, self._group, a, timeout=t)])
 
-    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork:
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork | None:
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
         return self._run("reduce_scatter_single", opts, [output], [
             lambda a, t: coll.reduce_scatter_tensor(output, input, op, self._group, a, timeout=t)])
@@ -201,7 +204,7 @@ class MeshcommProcessGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> TorchWork:
+                                        opts: Any = None) -> TorchWork | None:
         _same_length(outputs, inputs, "reduce_scatter_single_coalesced")
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
         return self._run("reduce_scatter_single_coalesced", opts, list(outputs), [
@@ -211,7 +214,7 @@ class MeshcommProcessGroup(dist.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int],
-                          input_split_sizes: list[int], opts: Any = None) -> TorchWork:
+                          input_split_sizes: list[int], opts: Any = None) -> TorchWork | None:
         out_splits = list(output_split_sizes) or None
         in_splits = list(input_split_sizes) or None
         return self._run("all_to_all_single", opts, [output], [
@@ -219,12 +222,12 @@ class MeshcommProcessGroup(dist.ProcessGroup):
 
     alltoall_base = all_to_all_single
 
-    def barrier(self, opts: Any = None) -> TorchWork:
+    def barrier(self, opts: Any = None) -> TorchWork | None:
         return self._run("barrier", opts, [], [lambda a, t: coll.barrier(self._group, a, timeout=t)])
 
     # ----- collectives torch reaches from Python only
 
-    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork:
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork | None:
         tensor = _one(tensors, "tensors")
         root = int(getattr(opts, "rootRank", 0))
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
@@ -232,7 +235,7 @@ class MeshcommProcessGroup(dist.ProcessGroup):
             lambda a, t: coll.reduce(tensor, None, op, self._group, a, group_dst=root, timeout=t)])
 
     def gather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
-               opts: Any = None) -> TorchWork:
+               opts: Any = None) -> TorchWork | None:
         tensor = _one(input_tensors, "input_tensors")
         root = int(getattr(opts, "rootRank", 0))
         gather_list = _one(output_tensors, "output_tensors") if self._group.rank == root else None
@@ -240,7 +243,7 @@ class MeshcommProcessGroup(dist.ProcessGroup):
             lambda a, t: coll.gather(tensor, gather_list, None, self._group, a, group_dst=root, timeout=t)])
 
     def scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
-                opts: Any = None) -> TorchWork:
+                opts: Any = None) -> TorchWork | None:
         tensor = _one(output_tensors, "output_tensors")
         root = int(getattr(opts, "rootRank", 0))
         scatter_list = _one(input_tensors, "input_tensors") if self._group.rank == root else None
@@ -248,7 +251,7 @@ class MeshcommProcessGroup(dist.ProcessGroup):
             lambda a, t: coll.scatter(tensor, scatter_list, None, self._group, a, group_src=root, timeout=t)])
 
     def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
-                 opts: Any = None) -> TorchWork:
+                 opts: Any = None) -> TorchWork | None:
         return self._run("alltoall", opts, list(output_tensors), [
             lambda a, t: coll.all_to_all(output_tensors, input_tensors, self._group, a, timeout=t)])
 

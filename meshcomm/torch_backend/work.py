@@ -35,25 +35,25 @@ class TorchWork(dist._Work):
     raises it.
     """
 
-    # Defaults on the class: a synchronous call makes one of these per call, and each attribute set costs.
+    # Defaults on the class, set on an instance only when needed.
     _error: BaseException | None = None
     _source: int | None = None
     _drive: Callable[[float], None] | None = None  # set for point-to-point work: waiting moves it
     _poll: Callable[[], bool] | None = None  # and this tells, without blocking, whether it is done
     _future: torch.futures.Future | None = None
 
-    def __init__(self, description: str, result: list[torch.Tensor], timeout: float, done: bool = False) -> None:
+    def __init__(self, description: str, result: list[torch.Tensor], timeout: float) -> None:
         super().__init__()
         self._description = description
         self._result = result
         self._timeout = timeout
-        self._done = done  # a synchronous call's work is made done: no event or future until someone asks
-        self._event = None if done else threading.Event()
+        self._done = False
+        self._event = threading.Event()
         self._drive_lock = threading.Lock()
         # C++ reads the reduced tensors from the future's value (DDP), so the
         # base future always carries the tensors; the error travels through
         # the chained callback (made by get_future), which C++ sees as a failed future.
-        self._base: torch.futures.Future | None = None if done else torch.futures.Future()
+        self._base = torch.futures.Future()
 
     def _check(self, future: torch.futures.Future) -> list[torch.Tensor]:
         if self._error is not None:
@@ -90,9 +90,6 @@ class TorchWork(dist._Work):
     def get_future(self) -> torch.futures.Future:
         with self._drive_lock:
             if self._future is None:
-                if self._base is None:  # made done
-                    self._base = torch.futures.Future()
-                    self._base.set_result(self._result)
                 self._future = self._base.then(self._check)
         if self._drive is not None and not self._done:
             # Point-to-point work completes as it is waited on; a caller holding
@@ -137,11 +134,6 @@ class TorchWork(dist._Work):
     def __repr__(self) -> str:
         state = "failed" if self._error else ("done" if self._done else "pending")
         return f"<TorchWork {self._description} {state}>"
-
-
-def completed(description: str, result: list[torch.Tensor], timeout: float) -> TorchWork:
-    """A work whose operation already ran (a synchronous call)."""
-    return TorchWork(description, result, timeout, done=True)
 
 
 def track(description: str, works: list, result: list[torch.Tensor], timeout: float,

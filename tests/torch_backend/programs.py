@@ -219,6 +219,11 @@ def meshcomm_only(rank: int, size: int) -> dict:
             time.sleep(0.001)
         out["irecv_polled"] = [work.is_completed(), got.tolist()]
     pg = dist.group.WORLD
+    # a blocking call has already finished when the group returns: no work, which torch's wrappers accept
+    blocking = dist.AllreduceOptions()
+    blocking.asyncOp = False
+    t = floats(rank, 3)
+    out["blocking_on_the_group"] = [pg.allreduce([t], blocking) is None, t.tolist()]
     out["two_tensors"] = _failure(lambda: pg.allreduce([floats(rank, 2), floats(rank, 2)]))
     out["meta_tensor"] = _failure(lambda: dist.all_reduce(torch.empty(2, device="meta")))
     # float8 (gloo has none): moved as bytes, reduced in float32 through ml_dtypes

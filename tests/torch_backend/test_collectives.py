@@ -73,6 +73,14 @@ def test_groups_are_meshcomm_process_groups_named_like_torchs(results):
         assert ours["sub_group_rank"] == {0: 0, SIZE - 1: 1}.get(rank)
 
 
+def test_a_blocking_call_on_the_group_returns_no_work_and_its_result_is_in_place(results):
+    total = sum(programs.floats(r, 3) for r in range(SIZE))
+    for rank in range(SIZE):
+        returned_none, got = results["meshcomm"][rank]["meshcomm_only"]["blocking_on_the_group"]
+        assert returned_none is True
+        torch.testing.assert_close(torch.tensor(got), total)
+
+
 def test_float8_tensors_are_reduced_and_gathered(results):
     for rank in range(SIZE):
         assert results["meshcomm"][rank]["meshcomm_only"]["float8"] == [[0.5 * SIZE] * 4, [float(r) for r in range(SIZE)]]
