@@ -143,15 +143,22 @@ def tensor_array(obj: Any) -> np.ndarray | None:
     """The numpy array a lane (group/lanes.py) works on for a CPU torch tensor: its memory as numpy views it.
     None for anything else, which takes the face's whole path (a face checks for a numpy array first)."""
     torch = sys.modules.get("torch")
-    if torch is None or type(obj) is not torch.Tensor or not obj.is_cpu:
+    if torch is None or type(obj) is not torch.Tensor:
         return None
     if not _NUMPY_VIEWED:
         _NUMPY_VIEWED.update((torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                               torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128))
-    if (obj.dtype not in _NUMPY_VIEWED or obj.layout is not torch.strided or obj.is_nested or obj.is_conj()
-            or obj.is_neg()):
-        return None  # what .numpy() refuses: the whole path names it
-    return (obj.detach() if obj.requires_grad else obj).numpy()
+    if obj.dtype not in _NUMPY_VIEWED:
+        return None
+    try:  # torch's own checks, in C++, are cheaper than asking: another device or layout, conj or neg bits, a grad
+        return obj.numpy()
+    except (TypeError, RuntimeError):
+        if not obj.requires_grad:
+            return None  # what .numpy() refuses: the whole path names it
+    try:
+        return obj.detach().numpy()
+    except (TypeError, RuntimeError):
+        return None
 
 
 def same_dtype(a: Buffer, b: Buffer, what: str) -> None:

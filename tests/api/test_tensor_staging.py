@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meshcomm.api.tensors import _torch_buffer, as_buffer
+from meshcomm.api.tensors import _torch_buffer, as_buffer, tensor_array
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
@@ -73,3 +73,23 @@ def test_float8_tensors_travel_as_their_bytes(name: str) -> None:
     assert buffer.flat.tobytes() == tensor.view(torch.uint8).numpy().tobytes()
     buffer.flat[0] = tensor.view(torch.uint8)[1]  # zero-copy: writing the bytes writes the tensor
     assert tensor[0].item() == -2.0
+
+
+def test_a_lane_takes_a_cpu_tensor_s_own_memory_and_nothing_numpy_cannot_view() -> None:
+    plain = torch.arange(4.0)
+    view = tensor_array(plain)
+    assert view is not None and view.ctypes.data == plain.data_ptr() and view.dtype == np.float32
+    grad = torch.ones(2, requires_grad=True)
+    view = tensor_array(grad)
+    assert view is not None and view.ctypes.data == grad.data_ptr() and grad.requires_grad
+    refused = {
+        "conjugate bit": torch.ones(2, dtype=torch.complex64).conj(),
+        "negative bit": torch.ones(2, dtype=torch.complex64).conj().imag,
+        "bfloat16": torch.ones(2, dtype=torch.bfloat16),
+        "uint16": torch.ones(2, dtype=torch.uint16),
+        "sparse": torch.ones(2).to_sparse(),
+        "meta device": torch.empty(2, device="meta"),
+        "a subclass": torch.nn.Parameter(torch.ones(2)),
+        "not a tensor": [1.0, 2.0],
+    }
+    assert {name: tensor_array(obj) for name, obj in refused.items()} == dict.fromkeys(refused)
