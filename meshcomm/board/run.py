@@ -143,6 +143,7 @@ class Plan(NamedTuple):
     own_blocks: tuple | None  # each member's own_block, or None when the collective has none
     by_reference: bool  # it posts by reference: a two-shot call, or a post too large for a slot
     some_by_reference: bool  # some member's post is too large for a slot (goes_by_reference)
+    long_copies: bool  # by reference, and larger than YIELDING_COPY_BYTES: crowded waits sleep instead of yielding
     native: object  # the compiled path's plan (native_plan), or None: the call runs in Python
 
 
@@ -156,8 +157,11 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
         own_blocks = tuple(own_block(problem, m) for m in range(problem.nranks))
     count = published_count(problem, me)
     by_reference = algorithm == "two_shot" or count * itemsize > SLOT_BYTES
+    some_by_reference = goes_by_reference(problem, itemsize)
+    largest = max(problem.input_count(me), problem.output_count(me)) * itemsize
+    long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES
     made = Plan(problem, me, count, read_from(problem, me), readers_of(problem, me), compute, algorithm, own_blocks,
-                by_reference, goes_by_reference(problem, itemsize), None)
+                by_reference, some_by_reference, long_copies, None)
     return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
 
 
@@ -171,6 +175,10 @@ RECOMPUTE = -2  # the compiled run()'s answer when numpy computes the result (na
 # The largest input of a two-shot all-reduce the compiled path takes: there it saves the interpreter's 10-25 µs a
 # call, and above it it measured slower than numpy's pieces (benchmarks/results/board-by-reference-2026-11-26.md).
 COMPILED_TWO_SHOT_BYTES = 2 << 20
+# A call by reference whose buffers are larger copies for long: on a host with more ranks than cores its waits
+# sleep, since a yielding waiter would take turns on the cores its copying peers need. Up to this size yielding
+# hands the core over sooner than a futex wake-up does (benchmarks/results/crowded-copies-2026-11-27.md).
+YIELDING_COPY_BYTES = 4 << 20
 
 
 def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
@@ -215,6 +223,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
                             made.readers, own_blocks, pieces, computes, made.some_by_reference or writes, writes,
+                            made.long_copies,
                             _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
 
 
@@ -246,7 +255,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     else:
         payload = _NOTHING
     by_reference = plan.by_reference
-    board.yielding = not plan.some_by_reference and plan.algorithm == "direct"
+    board.yielding = not plan.long_copies
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
                    byte_view(output) if writes else None, None if by_reference else left_out)

@@ -330,6 +330,7 @@ typedef struct {
     int nreaders, *readers; /* members that read its post */
     int some_by_reference;  /* some member's post is larger than a slot: it goes by reference */
     int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
+    int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;
@@ -395,7 +396,7 @@ static int *other_members(PyObject *sequence, int me, int nmembers, int *count, 
 }
 
 /* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
- *      some_by_reference, writes, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per member or
+ *      some_by_reference, writes, long_copies, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per member or
  *      empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *readers, *own_blocks, *pieces;
@@ -405,10 +406,10 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOppppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
                           &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers, &own_blocks,
-                          &pieces, &self->computes, &self->some_by_reference, &self->writes, &self->type, &self->op,
-                          &self->itemsize, &fingerprint))
+                          &pieces, &self->computes, &self->some_by_reference, &self->writes, &self->long_copies,
+                          &self->type, &self->op, &self->itemsize, &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
         PyBuffer_Release(&fingerprint);
@@ -478,7 +479,7 @@ typedef struct {
     double yield_seconds;
     int yielding;
     int crowded; /* more ranks than cores on the host: a poster by reference does not spin through its readers' copy */
-    int copying; /* the running call has posts by reference: its waits spin, as long copies leave no time to yield */
+    int copying; /* the running call copies for long by reference: a yielding waiter would take its copiers' cores */
     char *scratch; /* an output computed aside */
     Py_ssize_t scratch_bytes;
     int running; /* calls in run(), which hold the mapping; release() waits for them (closing) */
@@ -864,7 +865,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
         PyErr_NoMemory();
         goto finally;
     }
-    b->copying = p->some_by_reference;
+    b->copying = p->long_copies;
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
      * call after it */
     long long oldest = oldest_unread(b);
