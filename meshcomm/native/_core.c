@@ -396,8 +396,8 @@ static int *other_members(PyObject *sequence, int me, int nmembers, int *count, 
 }
 
 /* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
- *      some_by_reference, writes, long_copies, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per member or
- *      empty; pieces: 4 per piece). */
+ *      some_by_reference, writes, long_copies, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per
+ *      member or empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *readers, *own_blocks, *pieces;
     Py_buffer fingerprint;
