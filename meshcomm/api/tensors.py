@@ -150,15 +150,10 @@ def tensor_array(obj: Any) -> np.ndarray | None:
                               torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128))
     if obj.dtype not in _NUMPY_VIEWED:
         return None
-    try:  # torch's own checks, in C++, are cheaper than asking: another device or layout, conj or neg bits, a grad
-        return obj.numpy()
+    try:  # torch's own checks, in C++, are cheaper than asking: another device or layout, conj or neg bits
+        return (obj.detach() if obj.requires_grad else obj).numpy()
     except (TypeError, RuntimeError):
-        if not obj.requires_grad:
-            return None  # what .numpy() refuses: the whole path names it
-    try:
-        return obj.detach().numpy()
-    except (TypeError, RuntimeError):
-        return None
+        return None  # what .numpy() refuses: the whole path names it
 
 
 def same_dtype(a: Buffer, b: Buffer, what: str) -> None:

@@ -479,7 +479,7 @@ typedef struct {
     double yield_seconds;
     int yielding;
     int crowded; /* more ranks than cores on the host: a poster by reference does not spin through its readers' copy */
-    int copying; /* the running call copies for long by reference: a yielding waiter would take its copiers' cores */
+    int long_copies; /* the running call's plan's: a yielding waiter would take the cores its copiers need */
     char *scratch; /* an output computed aside */
     Py_ssize_t scratch_bytes;
     int running; /* calls in run(), which hold the mapping; release() waits for them (closing) */
@@ -624,7 +624,7 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
     for (int i = 0; i < nmembers; i++)
         if (members[i] != me && !ready(b, members[i], what, seq)) missing[count++] = members[i];
     if (!count) goto done;
-    int yielding = b->yielding && b->yield_seconds > 0 && !b->copying;
+    int yielding = b->yielding && b->yield_seconds > 0 && !b->long_copies;
     double window = yielding ? b->yield_seconds : spin;
     Py_BEGIN_ALLOW_THREADS double end = monotonic() + window;
     if (end > deadline) end = deadline;
@@ -865,7 +865,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
         PyErr_NoMemory();
         goto finally;
     }
-    b->copying = p->long_copies;
+    b->long_copies = p->long_copies;
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
      * call after it */
     long long oldest = oldest_unread(b);
@@ -997,7 +997,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     result = Py_None;
     Py_INCREF(result);
 finally:
-    b->copying = 0;
+    b->long_copies = 0;
     if (where != NULL && where != stack_slots) PyMem_Free(where);
     if (posted_bytes != NULL && posted_bytes != stack_bytes) PyMem_Free(posted_bytes);
     return result;
