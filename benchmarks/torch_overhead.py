@@ -1,6 +1,7 @@
 """What the torch backend adds: per call, and per DDP step. Run by itself; it starts its ranks.
 
-    python benchmarks/torch_overhead.py calls --rounds 5     # 1-element all_reduce: "meshcomm" process group vs meshcomm's API
+    python benchmarks/torch_overhead.py calls --rounds 5     # 1-element all_reduce: "meshcomm" process group vs meshcomm's
+                                                             # API on its group, in alternating blocks of one job
     python benchmarks/torch_overhead.py ddp --rounds 3       # DDP step on the 25 M-parameter MLP vs 1 rank, 2 ranks
                                                              # without DDP, and a bare all_reduce
 
@@ -18,32 +19,39 @@ import sys
 import time
 
 LAYERS = (2048, 4096, 4096, 1024, 10)  # 25 M parameters: 100 MB of float32 gradients per step
+BLOCKS = 8  # of each call, alternating, in one job
 
 
-def _rank_calls(variant: str, iters: int) -> None:
+def _rank_calls(iters: int) -> None:
+    """Both calls in one job, in alternating blocks: the processes' speed, which drifts from one job to the next on
+    a shared machine, is the same for both sides of each block's ratio."""
     import torch
+    import torch.distributed as dist
+
+    import meshcomm
 
     torch.set_num_threads(1)
     tensor = torch.zeros(1)
-    if variant == "torch-backend":
-        import torch.distributed as dist
-
-        dist.init_process_group("meshcomm")
-        call = lambda: dist.all_reduce(tensor)  # noqa: E731
-    else:
-        import meshcomm as dist
-
-        dist.init_process_group()
-        call = lambda: dist.all_reduce(tensor)  # noqa: E731
-    for _ in range(iters // 10):
-        call()
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        call()
-    seconds = (time.perf_counter() - start) / iters
+    dist.init_process_group("meshcomm")
+    group = dist.group.WORLD.meshcomm_group  # the same ranks, through meshcomm's own API
+    calls = {"torch-backend": lambda: dist.all_reduce(tensor),
+             "meshcomm-api": lambda: meshcomm.all_reduce(tensor, group=group)}
+    for call in calls.values():
+        for _ in range(iters // 10):
+            call()
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
+    for block in range(BLOCKS):
+        for name in (calls if block % 2 == 0 else reversed(calls)):
+            call = calls[name]
+            meshcomm.barrier(group=group)
+            start = time.perf_counter()
+            for _ in range(iters):
+                call()
+            seconds[name].append((time.perf_counter() - start) / iters)
     if dist.get_rank() == 0:
-        print("RESULT " + json.dumps({"us": seconds * 1e6}), flush=True)
+        result = {name: statistics.median(values) * 1e6 for name, values in seconds.items()}
+        result["ratio"] = statistics.median(a / b for a, b in zip(*seconds.values()))
+        print("RESULT " + json.dumps(result), flush=True)
     dist.destroy_process_group()
 
 
@@ -87,7 +95,7 @@ def _rank_ddp(variant: str, steps: int) -> None:
         dist.destroy_process_group()
 
 
-def _launch(kind: str, variant: str, amount: int, nranks: int) -> float:
+def _launch(kind: str, variant: str, amount: int, nranks: int) -> dict[str, float]:
     command = [__file__, "--rank-of", kind, variant, str(amount)]
     command = [sys.executable, "-m", "meshcomm", "run", "-n", str(nranks), *command] if nranks > 1 \
         else [sys.executable, *command]
@@ -95,7 +103,7 @@ def _launch(kind: str, variant: str, amount: int, nranks: int) -> float:
     if done.returncode != 0:
         raise SystemExit(f"{variant} failed:\n{done.stderr[-3000:]}")
     line = next(line for line in done.stdout.splitlines() if "RESULT " in line)
-    return next(iter(json.loads(line.split("RESULT ", 1)[1]).values()))
+    return json.loads(line.split("RESULT ", 1)[1])
 
 
 def spread(values: list[float]) -> str:
@@ -105,7 +113,7 @@ def spread(values: list[float]) -> str:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank-of":
         kind, variant, amount = sys.argv[2], sys.argv[3], int(sys.argv[4])
-        (_rank_calls if kind == "calls" else _rank_ddp)(variant, amount)
+        _rank_calls(amount) if kind == "calls" else _rank_ddp(variant, amount)
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=["calls", "ddp"])
@@ -115,23 +123,25 @@ def main() -> int:
     if args.rounds < 3:
         parser.error("--rounds must be 3 or more")
     if args.kind == "calls":
-        variants = {"torch-backend": 2, "meshcomm-api": 2}
-        amount = 20000
+        results: dict[str, list[float]] = {"torch-backend": [], "meshcomm-api": [], "ratio": []}
+        for _ in range(args.rounds):
+            for name, value in _launch("calls", "both", 5000, 2).items():
+                results[name].append(value)
     else:
         variants = {"one-rank": 1, "two-alone": 2, "bare": 2, "meshcomm": 2, "gloo": 2}
-        amount = args.steps
-    results: dict[str, list[float]] = {variant: [] for variant in variants}
-    for _ in range(args.rounds):
-        for variant, nranks in variants.items():
-            results[variant].append(_launch(args.kind, variant, amount, nranks))
+        results = {variant: [] for variant in variants}
+        for _ in range(args.rounds):
+            for variant, nranks in variants.items():
+                results[variant].append(_launch("ddp", variant, args.steps, nranks)["ms"])
     unit = "µs per call" if args.kind == "calls" else "ms per step (rank 0's median)"
     print(f"{unit}, median (range) of {args.rounds} rounds:")
-    for variant, values in results.items():
-        print(f"  {variant:14s} {spread(values)}")
     if args.kind == "calls":
-        ratios = [a / b for a, b in zip(results["torch-backend"], results["meshcomm-api"])]
-        print(f"  torch backend ÷ meshcomm API: {spread(ratios)}")
+        for name in ("torch-backend", "meshcomm-api"):
+            print(f"  {name:14s} {spread(results[name])}")
+        print(f"  torch backend ÷ meshcomm API (each round: the median over its blocks): {spread(results['ratio'])}")
     else:
+        for variant, values in results.items():
+            print(f"  {variant:14s} {spread(values)}")
         for lib in ("meshcomm", "gloo"):
             ratios = [(step - one) / bare for step, one, bare in
                       zip(results[lib], results["one-rank"], results["bare"])]

@@ -81,6 +81,12 @@ def _on_lane(group, key: tuple, input, output) -> bool:
     return lane is not None and lane.run(input, output)
 
 
+def all_reduce_lane_key(op) -> tuple:
+    """The head of all_reduce's lane key for `op`; the array's dtype and shape complete it. For a caller that
+    hands arrays to the lanes itself (native/group_calls.c, through the torch backend)."""
+    return ("all_reduce", op)
+
+
 def _check_list(values, name: str, length: int) -> list:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{name} must be a list, got {type(values).__name__}")

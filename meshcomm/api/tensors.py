@@ -145,15 +145,20 @@ def tensor_array(obj: Any) -> np.ndarray | None:
     torch = sys.modules.get("torch")
     if torch is None or type(obj) is not torch.Tensor:
         return None
-    if not _NUMPY_VIEWED:
-        _NUMPY_VIEWED.update((torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-                              torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128))
-    if obj.dtype not in _NUMPY_VIEWED:
+    if obj.dtype not in (_NUMPY_VIEWED or numpy_viewed_dtypes(torch)):
         return None
     try:  # torch's own checks, in C++, are cheaper than asking: another device or layout, conj or neg bits
         return (obj.detach() if obj.requires_grad else obj).numpy()
     except (TypeError, RuntimeError):
         return None  # what .numpy() refuses: the whole path names it
+
+
+def numpy_viewed_dtypes(torch) -> set:
+    """The torch dtypes whose CPU tensors a lane takes, through .numpy() (tensor_array)."""
+    if not _NUMPY_VIEWED:
+        _NUMPY_VIEWED.update((torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                              torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128))
+    return _NUMPY_VIEWED
 
 
 def same_dtype(a: Buffer, b: Buffer, what: str) -> None:

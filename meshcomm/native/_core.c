@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "group_calls.h"
 #include "rings.h"
 
 #define PAGE 4096
@@ -1376,7 +1377,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
         PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0 ||
         PyModule_AddObject(m, "Turns", (PyObject *)&TurnsType) < 0 ||
-        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0) {
+        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0 ||
+        add_group_call_types(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

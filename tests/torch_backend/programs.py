@@ -269,6 +269,61 @@ class _Net(torch.nn.Module):
         return self.layers(x)
 
 
+def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
+    """Kinds of all_reduce on the group, each after one of the same shape ran: [how many times it went through
+    meshcomm's API, its result]. On the compiled path a repeated blocking SUM of one CPU tensor goes from the
+    group's method straight to the API's lane (native/group_calls.c); everything else takes the method's Python."""
+    import datetime
+
+    from meshcomm import native
+    from meshcomm.api import collectives
+
+    pg = dist.group.WORLD
+    blocking, timed = dist.AllreduceOptions(), dist.AllreduceOptions()
+    blocking.asyncOp = timed.asyncOp = False
+    timed.timeout = datetime.timedelta(seconds=60)
+
+    def reduced(y: torch.Tensor, call=dist.all_reduce, **kwargs) -> torch.Tensor:
+        call(y, **kwargs)
+        return y
+
+    def through_group(y: torch.Tensor, opts) -> torch.Tensor:
+        pg.allreduce([y], opts)
+        return y
+
+    calls = {  # each takes this rank's floats(rank, n) and returns the tensor it reduced
+        "repeat": (5, reduced),
+        "another_shape_first": (7, reduced),
+        "another_shape_again": (7, reduced),
+        "through_the_group": (5, lambda x: through_group(x, blocking)),
+        "async": (5, lambda x: reduced(x, lambda y: dist.all_reduce(y, async_op=True).wait())),
+        "max": (5, lambda x: reduced(x, op=dist.ReduceOp.MAX)),
+        "own_timeout": (5, lambda x: through_group(x, timed)),
+        "needs_grad": (5, lambda x: reduced(x.requires_grad_()).detach()),
+        "strided": (10, lambda x: reduced(x[::2])),
+        "bfloat16": (5, lambda x: reduced(x.to(torch.bfloat16)).float()),
+        "in_a_tuple": (5, lambda x: (pg.allreduce((x,), blocking), x)[1]),
+    }
+    dist.all_reduce(floats(rank, 5))  # the API's path, which opens the lane for this shape
+    through_api = []
+    api_all_reduce = collectives.all_reduce
+
+    def counted(*args, **kwargs):
+        through_api.append(1)
+        return api_all_reduce(*args, **kwargs)
+
+    out: dict = {"compiled": native.core is not None}
+    collectives.all_reduce = counted
+    try:
+        for name, (n, call) in calls.items():
+            del through_api[:]
+            result = call(floats(rank, n))
+            out[name] = [len(through_api), result.tolist()]
+    finally:
+        collectives.all_reduce = api_all_reduce
+    return out
+
+
 def ddp_training(rank: int, size: int, steps: int = 4) -> dict:
     """Per configuration: every step's gradients and the final parameters of a small DDP model."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks

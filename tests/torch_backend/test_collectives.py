@@ -81,6 +81,29 @@ def test_a_blocking_call_on_the_group_returns_no_work_and_its_result_is_in_place
         torch.testing.assert_close(torch.tensor(got), total)
 
 
+def test_a_repeated_blocking_sum_goes_from_the_group_to_its_lane_and_every_other_all_reduce_through_the_api():
+    from meshcomm import native
+
+    results = harness.run(programs.repeated_blocking_all_reduce, 2, "meshcomm")
+    compiled = native.core is not None  # the ranks run on the path this interpreter has
+    skipped = 0 if compiled else 1
+    expected_counts = {"repeat": skipped, "another_shape_first": 1, "another_shape_again": skipped,
+                       "through_the_group": skipped, "async": 1, "max": 1, "own_timeout": 1, "needs_grad": 1,
+                       "strided": 1, "bfloat16": 1, "in_a_tuple": 1}
+    two = [programs.floats(r, 5) for r in range(2)]
+    summed = (two[0] + two[1]).tolist()
+    expected_values = {"repeat": summed, "another_shape_first": (programs.floats(0, 7) + programs.floats(1, 7)).tolist(),
+                       "through_the_group": summed, "async": summed, "max": torch.maximum(*two).tolist(),
+                       "own_timeout": summed, "needs_grad": summed, "in_a_tuple": summed,
+                       "strided": (programs.floats(0, 10)[::2] + programs.floats(1, 10)[::2]).tolist(),
+                       "bfloat16": (two[0].to(torch.bfloat16) + two[1].to(torch.bfloat16)).float().tolist()}
+    expected_values["another_shape_again"] = expected_values["another_shape_first"]
+    for out in results:
+        assert out.pop("compiled") is compiled
+        assert {name: count for name, (count, _) in out.items()} == expected_counts
+        assert {name: value for name, (_, value) in out.items()} == expected_values
+
+
 def test_float8_tensors_are_reduced_and_gathered(results):
     for rank in range(SIZE):
         assert results["meshcomm"][rank]["meshcomm_only"]["float8"] == [[0.5 * SIZE] * 4, [float(r) for r in range(SIZE)]]

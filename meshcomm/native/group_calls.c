@@ -1,0 +1,187 @@
+/* A torch process group's blocking all_reduce of one CPU tensor, from the group's method to the meshcomm group's
+ * lane in one compiled step (meshcomm/torch_backend/process_group.py; docs/torch-backend.md).
+ *
+ * torch's own wrapper and its options record cost about what meshcomm's whole API call does, so a backend in
+ * Python pays twice the API before it starts. This step reads the options and the tensor as the Python method
+ * would, and hands the tensor's numpy view to the lane the API keeps for the same key. It answers False, before
+ * anything moves, for everything else, and the Python method runs the call. */
+#include "group_calls.h"
+
+#include <stddef.h>
+
+static PyObject *ASYNC_OP, *TIMEOUT, *REDUCE_OP, *DTYPE, *SHAPE, *NUMPY, *RUN;
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyObject *lanes;         /* the meshcomm group's lanes, a dict */
+    PyObject *key_head;      /* the API's key for this call, before the array's dtype and shape (a tuple) */
+    PyObject *tensor_type;   /* torch.Tensor: a subclass takes the Python path */
+    PyObject *viewed_dtypes; /* the torch dtypes a lane takes (api/tensors.tensor_array's), a set */
+    PyObject *sum;           /* torch's ReduceOp.SUM */
+    PyObject *unset;         /* timedelta(0): torch marks "no timeout" with a negative one */
+} BlockingAllreduceObject;
+
+static int blocking_traverse(BlockingAllreduceObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lanes);
+    Py_VISIT(self->key_head);
+    Py_VISIT(self->tensor_type);
+    Py_VISIT(self->viewed_dtypes);
+    Py_VISIT(self->sum);
+    Py_VISIT(self->unset);
+    return 0;
+}
+
+static int blocking_clear(BlockingAllreduceObject *self) {
+    Py_CLEAR(self->lanes);
+    Py_CLEAR(self->key_head);
+    Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->viewed_dtypes);
+    Py_CLEAR(self->sum);
+    Py_CLEAR(self->unset);
+    return 0;
+}
+
+static void blocking_dealloc(BlockingAllreduceObject *self) {
+    PyObject_GC_UnTrack(self);
+    blocking_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* BlockingAllreduce(lanes, key_head, tensor_type, viewed_dtypes, sum, unset) */
+static int blocking_init(BlockingAllreduceObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *lanes, *key_head, *tensor_type, *viewed_dtypes, *sum, *unset;
+    if (self->lanes != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a BlockingAllreduce is made once");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO", &PyDict_Type, &lanes, &PyTuple_Type, &key_head, &PyType_Type,
+                          &tensor_type, &PySet_Type, &viewed_dtypes, &sum, &unset))
+        return -1;
+    self->lanes = Py_NewRef(lanes);
+    self->key_head = Py_NewRef(key_head);
+    self->tensor_type = Py_NewRef(tensor_type);
+    self->viewed_dtypes = Py_NewRef(viewed_dtypes);
+    self->sum = Py_NewRef(sum);
+    self->unset = Py_NewRef(unset);
+    return 0;
+}
+
+/* 1 when the options ask for a blocking SUM with no timeout of its own; 0 when not; -1 with an error set. */
+static int plain_options(BlockingAllreduceObject *self, PyObject *opts) {
+    PyObject *value = PyObject_GetAttr(opts, ASYNC_OP);
+    if (!value) return -1;
+    int plain = value == Py_False;
+    Py_DECREF(value);
+    if (!plain) return 0;
+    if (!(value = PyObject_GetAttr(opts, TIMEOUT))) return -1;
+    plain = PyObject_RichCompareBool(value, self->unset, Py_LE);
+    Py_DECREF(value);
+    if (plain <= 0) return plain;
+    if (!(value = PyObject_GetAttr(opts, REDUCE_OP))) return -1;
+    plain = PyObject_RichCompareBool(value, self->sum, Py_EQ);
+    Py_DECREF(value);
+    return plain;
+}
+
+/* The tensor's numpy view when a lane may take it (api/tensors.tensor_array); NULL with no error when not. */
+static PyObject *lane_view(BlockingAllreduceObject *self, PyObject *tensor) {
+    if ((PyObject *)Py_TYPE(tensor) != self->tensor_type) return NULL;
+    PyObject *value = PyObject_GetAttr(tensor, DTYPE);
+    if (!value) return NULL;
+    int plain = PySet_Contains(self->viewed_dtypes, value);
+    Py_DECREF(value);
+    if (plain <= 0) return NULL;
+    PyObject *view = PyObject_CallMethodNoArgs(tensor, NUMPY);
+    if (!view && (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_RuntimeError)))
+        PyErr_Clear(); /* what .numpy() refuses (needing grad among it), the Python path takes */
+    return view;
+}
+
+/* The lane the API keeps for this array's call (api/collectives.all_reduce's key), borrowed; NULL when none. */
+static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *view) {
+    Py_ssize_t head = PyTuple_GET_SIZE(self->key_head);
+    PyObject *key = PyTuple_New(head + 2);
+    if (!key) return NULL;
+    for (Py_ssize_t i = 0; i < head; i++) PyTuple_SET_ITEM(key, i, Py_NewRef(PyTuple_GET_ITEM(self->key_head, i)));
+    PyObject *dtype = PyObject_GetAttr(view, DTYPE), *shape = dtype ? PyObject_GetAttr(view, SHAPE) : NULL;
+    if (!shape) {
+        Py_XDECREF(dtype);
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(key, head, dtype);
+    PyTuple_SET_ITEM(key, head + 1, shape);
+    PyObject *lane = PyDict_GetItemWithError(self->lanes, key);
+    Py_DECREF(key);
+    return lane;
+}
+
+/* 1 once a lane ran the call; 0 when none may, before anything moved; -1 with an error set. */
+static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObject *opts) {
+    if (!PyList_CheckExact(tensors) || PyList_GET_SIZE(tensors) != 1 || opts == Py_None) return 0;
+    int plain = plain_options(self, opts);
+    if (plain <= 0) return plain;
+    PyObject *view = lane_view(self, PyList_GET_ITEM(tensors, 0));
+    if (!view) return PyErr_Occurred() ? -1 : 0;
+    PyObject *lane = lane_for(self, view), *ran = NULL;
+    int answer = -1;
+    if (lane) {
+        PyObject *handed[3] = {lane, view, view};
+        ran = PyObject_VectorcallMethod(RUN, handed, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (ran) answer = ran == Py_True;
+    } else if (!PyErr_Occurred()) {
+        answer = 0;
+    }
+    Py_XDECREF(ran);
+    Py_DECREF(view);
+    return answer;
+}
+
+/* (tensors, opts) -> True once a lane ran the call; False, before anything moved, for the Python method. */
+static PyObject *blocking_call(BlockingAllreduceObject *self, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+    if (self->lanes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a BlockingAllreduce is made by BlockingAllreduce(...) before it runs");
+        return NULL;
+    }
+    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "BlockingAllreduce(tensors, opts)");
+        return NULL;
+    }
+    int ran = run_on_lane(self, args[0], args[1]);
+    return ran < 0 ? NULL : Py_NewRef(ran ? Py_True : Py_False);
+}
+
+static PyObject *blocking_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    BlockingAllreduceObject *self = (BlockingAllreduceObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall = (vectorcallfunc)blocking_call;
+    return (PyObject *)self;
+}
+
+static PyTypeObject BlockingAllreduceType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "meshcomm.native._core.BlockingAllreduce",
+    .tp_basicsize = sizeof(BlockingAllreduceObject),
+    .tp_dealloc = (destructor)blocking_dealloc,
+    .tp_vectorcall_offset = offsetof(BlockingAllreduceObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A torch process group's blocking all_reduce of one CPU tensor, handed to the group's lane.",
+    .tp_traverse = (traverseproc)blocking_traverse,
+    .tp_clear = (inquiry)blocking_clear,
+    .tp_init = (initproc)blocking_init,
+    .tp_new = blocking_new,
+};
+
+int add_group_call_types(PyObject *module) {
+    const char *names[7] = {"asyncOp", "timeout", "reduceOp", "dtype", "shape", "numpy", "run"};
+    PyObject **interned[7] = {&ASYNC_OP, &TIMEOUT, &REDUCE_OP, &DTYPE, &SHAPE, &NUMPY, &RUN};
+    for (int i = 0; i < 7; i++)
+        if (!(*interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
+    if (PyType_Ready(&BlockingAllreduceType) < 0) return -1;
+    Py_INCREF(&BlockingAllreduceType);
+    if (PyModule_AddObject(module, "BlockingAllreduce", (PyObject *)&BlockingAllreduceType) < 0) {
+        Py_DECREF(&BlockingAllreduceType);
+        return -1;
+    }
+    return 0;
+}
