@@ -83,7 +83,7 @@ static int plain_options(BlockingAllreduceObject *self, PyObject *opts) {
     return plain;
 }
 
-/* The tensor's numpy view when a lane may take it (api/tensors.tensor_array); NULL with no error when not. */
+/* The tensor's numpy view when a lane may take it (api/tensors.tensor_array); NULL when not, an error set or not. */
 static PyObject *lane_view(BlockingAllreduceObject *self, PyObject *tensor) {
     if ((PyObject *)Py_TYPE(tensor) != self->tensor_type) return NULL;
     PyObject *value = PyObject_GetAttr(tensor, DTYPE);
@@ -91,13 +91,11 @@ static PyObject *lane_view(BlockingAllreduceObject *self, PyObject *tensor) {
     int plain = PySet_Contains(self->viewed_dtypes, value);
     Py_DECREF(value);
     if (plain <= 0) return NULL;
-    PyObject *view = PyObject_CallMethodNoArgs(tensor, NUMPY);
-    if (!view && (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_RuntimeError)))
-        PyErr_Clear(); /* what .numpy() refuses (needing grad among it), the Python path takes */
-    return view;
+    return PyObject_CallMethodNoArgs(tensor, NUMPY); /* what it refuses (needing grad among it) is declined */
 }
 
-/* The lane the API keeps for this array's call (api/collectives.all_reduce's key), borrowed; NULL when none. */
+/* The lane the API keeps for this array's call (api/collectives.all_reduce's key), borrowed; NULL when none, an
+ * error set or not. */
 static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *view) {
     Py_ssize_t head = PyTuple_GET_SIZE(self->key_head);
     PyObject *key = PyTuple_New(head + 2);
@@ -116,24 +114,33 @@ static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *view) {
     return lane;
 }
 
+/* 0, declining: an error before the lane runs (an options record or tensor unlike torch's) is the Python path's to
+ * meet, or not, as it does; only an interrupt goes straight up. */
+static int declined(void) {
+    if (!PyErr_Occurred()) return 0;
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* 1 once a lane ran the call; 0 when none may, before anything moved; -1 with an error set. */
 static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObject *opts) {
     if (!PyList_CheckExact(tensors) || PyList_GET_SIZE(tensors) != 1 || opts == Py_None) return 0;
-    int plain = plain_options(self, opts);
-    if (plain <= 0) return plain;
+    if (plain_options(self, opts) <= 0) return declined();
     PyObject *view = lane_view(self, PyList_GET_ITEM(tensors, 0));
-    if (!view) return PyErr_Occurred() ? -1 : 0;
-    PyObject *lane = lane_for(self, view), *ran = NULL;
-    int answer = -1;
-    if (lane) {
-        PyObject *handed[3] = {lane, view, view};
-        ran = PyObject_VectorcallMethod(RUN, handed, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (ran) answer = ran == Py_True;
-    } else if (!PyErr_Occurred()) {
-        answer = 0;
+    if (!view) return declined();
+    PyObject *lane = Py_XNewRef(lane_for(self, view)); /* held: another thread may clear the group's lanes */
+    if (!lane) {
+        Py_DECREF(view);
+        return declined();
     }
-    Py_XDECREF(ran);
+    PyObject *handed[3] = {lane, view, view};
+    PyObject *ran = PyObject_VectorcallMethod(RUN, handed, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(lane);
     Py_DECREF(view);
+    if (!ran) return -1; /* the call's own failure, raised as the API raises it (group/lanes.py's fallout) */
+    int answer = ran == Py_True;
+    Py_DECREF(ran);
     return answer;
 }
 

@@ -274,6 +274,7 @@ def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
     meshcomm's API, its result]. On the compiled path a repeated blocking SUM of one CPU tensor goes from the
     group's method straight to the API's lane (native/group_calls.c); everything else takes the method's Python."""
     import datetime
+    import types
 
     from meshcomm import native
     from meshcomm.api import collectives
@@ -303,6 +304,7 @@ def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
         "strided": (10, lambda x: reduced(x[::2])),
         "bfloat16": (5, lambda x: reduced(x.to(torch.bfloat16)).float()),
         "in_a_tuple": (5, lambda x: (pg.allreduce((x,), blocking), x)[1]),
+        "options_of_another_kind": (5, lambda x: through_group(x, types.SimpleNamespace(asyncOp=False))),
     }
     dist.all_reduce(floats(rank, 5))  # the API's path, which opens the lane for this shape
     through_api = []
