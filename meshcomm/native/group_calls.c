@@ -94,8 +94,8 @@ static PyObject *lane_view(BlockingAllreduceObject *self, PyObject *tensor) {
     return PyObject_CallMethodNoArgs(tensor, NUMPY); /* what it refuses (needing grad among it) is declined */
 }
 
-/* The lane the API keeps for this array's call (api/collectives.all_reduce's key), borrowed; NULL when none, an
- * error set or not. */
+/* The lane the API keeps for this array's call (api/collectives.all_reduce's key), a new reference; NULL when none,
+ * an error set or not. */
 static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *view) {
     Py_ssize_t head = PyTuple_GET_SIZE(self->key_head);
     PyObject *key = PyTuple_New(head + 2);
@@ -109,7 +109,7 @@ static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *view) {
     }
     PyTuple_SET_ITEM(key, head, dtype);
     PyTuple_SET_ITEM(key, head + 1, shape);
-    PyObject *lane = PyDict_GetItemWithError(self->lanes, key);
+    PyObject *lane = Py_XNewRef(PyDict_GetItemWithError(self->lanes, key)); /* held: the group may clear its lanes */
     Py_DECREF(key);
     return lane;
 }
@@ -127,9 +127,11 @@ static int declined(void) {
 static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObject *opts) {
     if (!PyList_CheckExact(tensors) || PyList_GET_SIZE(tensors) != 1 || opts == Py_None) return 0;
     if (plain_options(self, opts) <= 0) return declined();
-    PyObject *view = lane_view(self, PyList_GET_ITEM(tensors, 0));
+    PyObject *tensor = Py_NewRef(PyList_GET_ITEM(tensors, 0));
+    PyObject *view = lane_view(self, tensor);
+    Py_DECREF(tensor); /* the view holds it from here */
     if (!view) return declined();
-    PyObject *lane = Py_XNewRef(lane_for(self, view)); /* held: another thread may clear the group's lanes */
+    PyObject *lane = lane_for(self, view);
     if (!lane) {
         Py_DECREF(view);
         return declined();
