@@ -83,7 +83,8 @@ def _on_lane(group, key: tuple, input, output) -> bool:
 
 def all_reduce_lane_key(op) -> tuple:
     """The head of all_reduce's lane key for `op`; the array's dtype and shape complete it. For a caller that
-    hands arrays to the lanes itself (native/group_calls.c, through the torch backend)."""
+    hands arrays to the lanes itself (native/group_calls.c, through the torch backend); all_reduce writes the
+    same head inline, and the torch backend's lane test fails if the two differ."""
     return ("all_reduce", op)
 
 
@@ -120,7 +121,7 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
     key = None
     if (type(op) is _OP and not async_op and algorithm is None and timeout is None
             and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
-        key = ("all_reduce", op, array.dtype, array.shape)
+        key = ("all_reduce", op, array.dtype, array.shape)  # all_reduce_lane_key(op) + ..., inline on the hot path
         if _on_lane(group, key, array, array):
             return None
     g = resolve_group(group, op="all_reduce")
