@@ -5,7 +5,9 @@ shared ring, raise a flag, wait for the peer's, copy the peer's block out), then
 the peer's buffer with process_vm_readv, the board's way for posts larger than a slot). The ring position
 moves on every exchange, as a board's slots do, so a writer never rewrites lines its peer has just read:
 by whole blocks, page-aligned (`--placement page`), or by a block and a byte, drifting through the pages'
-offsets (`--placement drift`). Prints medians over rounds of each round's median, with ranges, as markdown.
+offsets (`--placement drift`). Or it stays put (`--placement fixed`), as one staging area per rank, reused
+by every call, would: the ring's lines stay in the cache. Prints medians over rounds of each round's median,
+with ranges, as markdown.
 
     python benchmarks/copy_paths.py --sizes 256K,512K,1M,2M --rounds 5 --placement page
 """
@@ -29,7 +31,7 @@ _EXCHANGES = 200  # per path and round; the first 20 warm up
 
 
 def _exchange_times(me: int, peer_pid: int, flags: np.ndarray, rings: list[np.ndarray], size: int,
-                    drift: bool) -> dict:
+                    placement: str) -> dict:
     """Both paths, `_EXCHANGES` times each: seconds per exchange for each step of each path."""
     peer = 1 - me
     source = np.full(size, me + 1, np.uint8)
@@ -48,7 +50,7 @@ def _exchange_times(me: int, peer_pid: int, flags: np.ndarray, rings: list[np.nd
     for path in ("shared memory", "by reference"):
         for _ in range(_EXCHANGES):
             step += 1
-            at = (step * (size + 1)) % (_RING - size) if drift else (step * size) % _RING
+            at = {"page": (step * size) % _RING, "drift": (step * (size + 1)) % (_RING - size), "fixed": 0}[placement]
             if path == "shared memory":
                 start = time.perf_counter()
                 np.copyto(rings[me][at : at + size], source)
@@ -65,7 +67,7 @@ def _exchange_times(me: int, peer_pid: int, flags: np.ndarray, rings: list[np.nd
     return {name: statistics.median(values[20:]) for name, values in times.items()}
 
 
-def one_round(size: int, drift: bool) -> dict:
+def one_round(size: int, placement: str) -> dict:
     """One round on two fresh processes; rank 0's medians (the ranks are symmetric)."""
     shared = mmap.mmap(-1, _FLAGS + 2 * _RING)
     flags = np.frombuffer(shared, np.int64, _FLAGS // 8, 0)
@@ -73,11 +75,11 @@ def one_round(size: int, drift: bool) -> dict:
     child = os.fork()
     if child == 0:
         try:
-            _exchange_times(1, os.getppid(), flags, rings, size, drift)
+            _exchange_times(1, os.getppid(), flags, rings, size, placement)
         finally:
             os._exit(0)
     try:
-        return _exchange_times(0, child, flags, rings, size, drift)
+        return _exchange_times(0, child, flags, rings, size, placement)
     finally:
         os.waitpid(child, 0)
 
@@ -86,8 +88,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="256K,512K,1M,2M", help="block sizes, K/M suffixes")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--placement", choices=("page", "drift"), default="page",
-                        help="where each block lands in the ring: page-aligned, or drifting a byte per exchange")
+    parser.add_argument("--placement", choices=("page", "drift", "fixed"), default="page",
+                        help="where each block lands in the ring: page-aligned, drifting a byte per exchange, or "
+                             "always at its start")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -98,7 +101,7 @@ def main() -> None:
     print("| block | copy in | copy out | both copies | process_vm_readv | both copies ÷ process_vm_readv |")
     print("|---:|---:|---:|---:|---:|---:|")
     for size in sizes:
-        rounds = [one_round(size, args.placement == "drift") for _ in range(args.rounds)]
+        rounds = [one_round(size, args.placement) for _ in range(args.rounds)]
 
         def cell(values: list[float], scale: float = 1e6, digits: int = 1) -> str:
             low, mid, high = min(values) * scale, statistics.median(values) * scale, max(values) * scale

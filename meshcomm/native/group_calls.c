@@ -1,10 +1,11 @@
-/* A torch process group's blocking all_reduce of one CPU tensor, from the group's method to the meshcomm group's
- * lane in one compiled step (meshcomm/torch_backend/process_group.py; docs/torch-backend.md).
+/* A torch process group's allreduce, as the group's own attribute: a blocking all_reduce of one CPU tensor goes
+ * from torch to the meshcomm group's lane in one compiled step (meshcomm/torch_backend/process_group.py;
+ * docs/torch-backend.md).
  *
  * torch's own wrapper and its options record cost about what meshcomm's whole API call does, so a backend in
  * Python pays twice the API before it starts. This step reads the options and the tensor as the Python method
- * would, and hands the tensor's numpy view to the lane the API keeps for the same key. It answers False, before
- * anything moves, for everything else, and the Python method runs the call. */
+ * would, and hands the tensor's numpy view to the lane the API keeps for the same key. Everything else it hands,
+ * before anything moves, to the group's Python method, which runs the call. */
 #include "group_calls.h"
 
 #include <stddef.h>
@@ -19,6 +20,7 @@ typedef struct {
     PyObject *viewed_dtypes; /* the torch dtypes a lane takes (api/tensors.tensor_array's), a set */
     PyObject *sum;           /* torch's ReduceOp.SUM */
     PyObject *unset;         /* timedelta(0): torch marks "no timeout" with a negative one */
+    PyObject *method;        /* a weakref.WeakMethod of the group's Python allreduce (the group holds this step) */
 } BlockingAllreduceObject;
 
 static int blocking_traverse(BlockingAllreduceObject *self, visitproc visit, void *arg) {
@@ -28,6 +30,7 @@ static int blocking_traverse(BlockingAllreduceObject *self, visitproc visit, voi
     Py_VISIT(self->viewed_dtypes);
     Py_VISIT(self->sum);
     Py_VISIT(self->unset);
+    Py_VISIT(self->method);
     return 0;
 }
 
@@ -38,6 +41,7 @@ static int blocking_clear(BlockingAllreduceObject *self) {
     Py_CLEAR(self->viewed_dtypes);
     Py_CLEAR(self->sum);
     Py_CLEAR(self->unset);
+    Py_CLEAR(self->method);
     return 0;
 }
 
@@ -47,22 +51,27 @@ static void blocking_dealloc(BlockingAllreduceObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* BlockingAllreduce(lanes, key_head, tensor_type, viewed_dtypes, sum, unset) */
+/* BlockingAllreduce(lanes, key_head, tensor_type, viewed_dtypes, sum, unset, method) */
 static int blocking_init(BlockingAllreduceObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *lanes, *key_head, *tensor_type, *viewed_dtypes, *sum, *unset;
+    PyObject *lanes, *key_head, *tensor_type, *viewed_dtypes, *sum, *unset, *method;
     if (self->lanes != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a BlockingAllreduce is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OO", &PyDict_Type, &lanes, &PyTuple_Type, &key_head, &PyType_Type,
-                          &tensor_type, &PySet_Type, &viewed_dtypes, &sum, &unset))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO", &PyDict_Type, &lanes, &PyTuple_Type, &key_head, &PyType_Type,
+                          &tensor_type, &PySet_Type, &viewed_dtypes, &sum, &unset, &method))
         return -1;
+    if (!PyCallable_Check(method)) {
+        PyErr_SetString(PyExc_TypeError, "BlockingAllreduce's method must be callable");
+        return -1;
+    }
     self->lanes = Py_NewRef(lanes);
     self->key_head = Py_NewRef(key_head);
     self->tensor_type = Py_NewRef(tensor_type);
     self->viewed_dtypes = Py_NewRef(viewed_dtypes);
     self->sum = Py_NewRef(sum);
     self->unset = Py_NewRef(unset);
+    self->method = Py_NewRef(method);
     return 0;
 }
 
@@ -146,19 +155,32 @@ static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObjec
     return answer;
 }
 
-/* (tensors, opts) -> True once a lane ran the call; False, before anything moved, for the Python method. */
+/* The group's Python allreduce, handed the call as it came; an error once the group is gone. */
+static PyObject *by_method(BlockingAllreduceObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *method = PyObject_CallNoArgs(self->method);
+    if (!method) return NULL;
+    if (method == Py_None) {
+        Py_DECREF(method);
+        PyErr_SetString(PyExc_RuntimeError, "allreduce called on a meshcomm process group that no longer exists");
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(method, args, nargsf, kwnames);
+    Py_DECREF(method);
+    return result;
+}
+
+/* allreduce(tensors, opts) as torch calls it: None once a lane ran a blocking call; the method's answer for the rest. */
 static PyObject *blocking_call(BlockingAllreduceObject *self, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
     if (self->lanes == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a BlockingAllreduce is made by BlockingAllreduce(...) before it runs");
         return NULL;
     }
-    if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) {
-        PyErr_SetString(PyExc_TypeError, "BlockingAllreduce(tensors, opts)");
-        return NULL;
+    if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
+        int ran = run_on_lane(self, args[0], args[1]);
+        if (ran) return ran < 0 ? NULL : Py_NewRef(Py_None);
     }
-    int ran = run_on_lane(self, args[0], args[1]);
-    return ran < 0 ? NULL : Py_NewRef(ran ? Py_True : Py_False);
+    return by_method(self, args, nargsf, kwnames);
 }
 
 static PyObject *blocking_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -174,7 +196,7 @@ static PyTypeObject BlockingAllreduceType = {
     .tp_vectorcall_offset = offsetof(BlockingAllreduceObject, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "A torch process group's blocking all_reduce of one CPU tensor, handed to the group's lane.",
+    .tp_doc = "A torch process group's allreduce: a blocking one of one CPU tensor runs on the group's lane.",
     .tp_traverse = (traverseproc)blocking_traverse,
     .tp_clear = (inquiry)blocking_clear,
     .tp_init = (initproc)blocking_init,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -57,17 +58,14 @@ def _seconds(timeout: Any) -> float | None:
     return None
 
 
-def _declined(tensors: list, opts: Any) -> bool:
-    return False
-
-
-def _blocking_allreduce(group: Group) -> Callable[[list, Any], bool]:
-    """The compiled step (native/group_calls.c) that hands a blocking SUM all_reduce of one CPU tensor straight to
-    the lane the API keeps for it; True once it ran the call. Without the compiled path, it declines."""
+def _blocking_allreduce(group: Group, method: Callable[..., Any]) -> Callable[..., Any] | None:
+    """The compiled allreduce (native/group_calls.c): a blocking SUM of one CPU tensor goes straight to the lane the
+    API keeps for it, everything else to `method`. None without the compiled path."""
     if native.core is None:
-        return _declined
+        return None
     return native.core.BlockingAllreduce(group.lanes, coll.all_reduce_lane_key(ReduceOp.SUM), torch.Tensor,
-                                         numpy_viewed_dtypes(torch), _TORCH_SUM, datetime.timedelta(0))
+                                         numpy_viewed_dtypes(torch), _TORCH_SUM, datetime.timedelta(0),
+                                         weakref.WeakMethod(method))
 
 
 def _one(tensors: list, name: str) -> Any:
@@ -99,7 +97,9 @@ class MeshcommProcessGroup(dist.ProcessGroup):
         self._name = name
         self._desc = name
         self._on_shutdown = on_shutdown
-        self._lane_allreduce = _blocking_allreduce(group)
+        compiled = _blocking_allreduce(group, self.allreduce)
+        if compiled is not None:  # torch looks allreduce up on the group: the step skips this method's frame as well
+            self.allreduce = compiled
 
     @property
     def meshcomm_group(self) -> Group:
@@ -146,8 +146,6 @@ class MeshcommProcessGroup(dist.ProcessGroup):
     # ----- collectives reachable from C++ (DDP, _broadcast_coalesced, functional collectives)
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> TorchWork | None:
-        if self._lane_allreduce(tensors, opts):  # torch's wrapper costs what the API does: this skips the API
-            return None
         tensor = _one(tensors, "tensors")
         op = reduce_op(getattr(opts, "reduceOp", dist.ReduceOp.SUM))
         return self._run("allreduce", opts, list(tensors), [

@@ -392,3 +392,27 @@ def test_ranks_on_different_paths_share_one_board(n: int) -> None:
     # all_gather's inputs differ by rank, but what every rank gathers is the same; as is every all_reduce
     digests = {digest for _, _, _, digest in lines}
     assert len(digests) == 1, lines
+
+
+@needs_compiled
+def test_a_torch_groups_compiled_allreduce_hands_what_it_does_not_run_to_the_method_while_the_group_lives() -> None:
+    import datetime
+    import gc
+    import weakref
+
+    class Group:  # stands in for the torch process group, whose Python allreduce takes what the step does not
+        def allreduce(self, *args, **kwargs):
+            return "by the method", args, kwargs
+
+    group = Group()
+    step = native.core.BlockingAllreduce({}, ("all_reduce",), Group, set(), object(), datetime.timedelta(0),
+                                         weakref.WeakMethod(group.allreduce))
+    assert step([1.0], None) == ("by the method", ([1.0], None), {})  # no options record: not a blocking call
+    assert step([1.0]) == ("by the method", ([1.0],), {})
+    assert step([1.0], opts=None) == ("by the method", ([1.0],), {"opts": None})
+    odd_options = object()  # its missing asyncOp is the method's to meet
+    assert step([1.0], odd_options) == ("by the method", ([1.0], odd_options), {})
+    del group
+    gc.collect()
+    with pytest.raises(RuntimeError, match="process group that no longer exists"):
+        step([1.0], None)

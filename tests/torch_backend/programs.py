@@ -271,8 +271,9 @@ class _Net(torch.nn.Module):
 
 def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
     """Kinds of all_reduce on the group, each after one of the same shape ran: [how many times it went through
-    meshcomm's API, its result]. On the compiled path a repeated blocking SUM of one CPU tensor goes from the
-    group's method straight to the API's lane (native/group_calls.c); everything else takes the method's Python."""
+    meshcomm's API, its result]. On the compiled path the group's allreduce is a compiled step that takes a repeated
+    blocking SUM of one CPU tensor straight to the API's lane (native/group_calls.c) and hands everything else to
+    the group's Python method."""
     import datetime
     import types
 
@@ -305,6 +306,7 @@ def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
         "bfloat16": (5, lambda x: reduced(x.to(torch.bfloat16)).float()),
         "in_a_tuple": (5, lambda x: (pg.allreduce((x,), blocking), x)[1]),
         "options_of_another_kind": (5, lambda x: through_group(x, types.SimpleNamespace(asyncOp=False))),
+        "options_by_keyword": (5, lambda x: (pg.allreduce([x], opts=blocking), x)[1]),
     }
     dist.all_reduce(floats(rank, 5))  # the API's path, which opens the lane for this shape
     through_api = []

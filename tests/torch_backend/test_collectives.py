@@ -89,14 +89,15 @@ def test_a_repeated_blocking_sum_goes_from_the_group_to_its_lane_and_every_other
     skipped = 0 if compiled else 1
     expected_counts = {"repeat": skipped, "another_shape_first": 1, "another_shape_again": skipped,
                        "through_the_group": skipped, "async": 1, "max": 1, "own_timeout": 1, "needs_grad": 1,
-                       "strided": 1, "bfloat16": 1, "in_a_tuple": 1, "options_of_another_kind": 1}
+                       "strided": 1, "bfloat16": 1, "in_a_tuple": 1, "options_of_another_kind": 1,
+                       "options_by_keyword": 1}
     two = [programs.floats(r, 5) for r in range(2)]
     summed = (two[0] + two[1]).tolist()
     seven = (programs.floats(0, 7) + programs.floats(1, 7)).tolist()
     expected_values = {"repeat": summed, "another_shape_first": seven, "another_shape_again": seven,
                        "through_the_group": summed, "async": summed, "max": torch.maximum(*two).tolist(),
                        "own_timeout": summed, "needs_grad": summed, "in_a_tuple": summed,
-                       "options_of_another_kind": summed,
+                       "options_of_another_kind": summed, "options_by_keyword": summed,
                        "strided": (programs.floats(0, 10)[::2] + programs.floats(1, 10)[::2]).tolist(),
                        "bfloat16": (two[0].to(torch.bfloat16) + two[1].to(torch.bfloat16)).float().tolist()}
     for out in results:
