@@ -18,7 +18,8 @@ in, each byte a rank reads from a peer costs what a byte of a message
 between ranks of one host costs (same_host β: it is the same one copy out
 of the sender's memory), its own part is a local copy, and a second
 synchronisation (the readers telling the posters they are done) adds
-another `board`.
+another `board`. A post staged on the board (segment.py: copied into the
+poster's staging area and out by its readers) is priced the same way.
 
 A two-shot all-reduce always goes by reference: two synchronisations, and
 each rank reads its block (the largest of block_bounds') from n - 1 peers, reduces

@@ -49,6 +49,11 @@ from meshcomm.transport.buffers import byte_view
 # (benchmarks/results/design-figures-2026-11-25.md). The board holds board/segment.py's SLOTS (16) of them
 # per member: 4 MiB, in tmpfs pages touched only when used.
 SLOT_BYTES = 256 << 10
+# Bytes of each member's staging area on the board: a post by reference of STAGE_FROM_BYTES to this size (the
+# two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
+# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves (docs/board.md).
+STAGE_BYTES = 2 << 20
+STAGE_FROM_BYTES = 1 << 20
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
 # its readers' copy does not go to sleep just before they finish (benchmarks/results/design-figures-2026-11-25.md).
 _READ_RATE = 4e9

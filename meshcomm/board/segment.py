@@ -16,7 +16,8 @@ its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
 bytes, and for a call whose members write into each other's output, the
-address of the poster's output) and `slot_bytes` of data. Every member makes
+address of the poster's output) and `slot_bytes` of data; after all the
+slots, each member's staging area of `stage_bytes`. Every member makes
 every board call of the group, so a call's posts sit in the same slot of
 every member: a reader looks there first and searches the member's other
 slots only when its `latest` says it has posted the call elsewhere.
@@ -26,7 +27,12 @@ the host can read the others' memory (cma.py): the slot carries where the
 bytes are, each reader copies what it needs straight from the poster's
 buffer (one copy instead of two, as a large message goes), says so in its
 `finished` word, and the poster returns only once all its readers have: its
-buffer is the caller's, free to change after the call. A post may also
+buffer is the caller's, free to change after the call. One of `stage_from`
+to `stage_bytes` is copied into the poster's staging area first and its
+address given as 0: readers copy it out of the staging area with memcpy,
+which on the hosts measured beats process_vm_readv while the area stays in
+the cache (docs/board.md). The protocol is otherwise the same, so the area is free
+again once the poster returns. A post may also
 carry where the poster's output is, for calls whose members write their
 results straight into each other's outputs (the two-shot all-reduce); the
 poster then waits for its writers the same way.
@@ -69,21 +75,26 @@ _JOIN_SLICE = 0.1  # a member waiting for the others to map the board looks at t
 SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
 
 
-def board_bytes(nmembers: int, slot_bytes: int, slots: int) -> int:
-    return _PAGE + nmembers * slots * (_HEADER + slot_bytes)
+def board_bytes(nmembers: int, slot_bytes: int, slots: int, stage_bytes: int = 0) -> int:
+    return _PAGE + nmembers * (slots * (_HEADER + slot_bytes) + stage_bytes)
 
 
 class Board:
     """Maps (creating or attaching) the board file at `path`."""
 
-    def __init__(self, path: str, nmembers: int, slot_bytes: int, create: bool, slots: int = SLOTS) -> None:
+    def __init__(self, path: str, nmembers: int, slot_bytes: int, create: bool, slots: int = SLOTS,
+                 stage_bytes: int = 0, stage_from: int = 0) -> None:
         if slots < 2:
             raise ValueError(f"a board needs at least 2 slots per member, got {slots}")
+        if stage_bytes < 0:
+            raise ValueError(f"a board's staging area cannot have {stage_bytes} bytes")
         self.path = path
         self.nmembers = nmembers
         self.slot_bytes = slot_bytes
         self.slots = slots
-        self._map = map_file(path, board_bytes(nmembers, slot_bytes, slots), create, "board")
+        self.stage_bytes = stage_bytes
+        self.stage_from = stage_from  # the smallest post staged
+        self._map = map_file(path, board_bytes(nmembers, slot_bytes, slots, stage_bytes), create, "board")
         view = memoryview(self._map)
         self._view = view
         self._control = [view[m * _LINE : m * _LINE + 8].cast("I") for m in range(nmembers)]
@@ -107,9 +118,12 @@ class Board:
             self._fingerprints.append(prints)
             self._references.append(references)
             self._data.append(data)
+        stages = _PAGE + nmembers * slots * (_HEADER + slot_bytes)
+        self._stages = [view[stages + m * stage_bytes : stages + (m + 1) * stage_bytes] for m in range(nmembers)]
         # The compiled path (native/_core.c) runs the calls whose posts fit in slots, and keeps the turns of
         # every call; without it, Python keeps them.
-        self.native = native.core.Board(self._map, nmembers, slot_bytes, slots) if native.core else None
+        self.native = (native.core.Board(self._map, nmembers, slot_bytes, slots, stage_bytes, stage_from)
+                       if native.core else None)
         self._turns = self.native if self.native is not None else _Turns(slots)
         self._yield_seconds = 0.0
         # Whether this call's waits yield: a call that copies little, whose peers arrive within microseconds. A
@@ -121,7 +135,7 @@ class Board:
 
     @classmethod
     def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float,
-             between) -> "Board":
+             between, stage_bytes: int = 0, stage_from: int = 0) -> "Board":
         """Member 0 creates the board and names it in the store under `key`; the others map it.
 
         Member 0 unlinks the name once every member has mapped it, or when
@@ -135,11 +149,12 @@ class Board:
         deadline = time.monotonic() + timeout
         if me != 0:
             _store_wait(store, [f"{key}/path"], [0], deadline, timeout, between)
-            board = cls(store.get(f"{key}/path").decode(), nmembers, slot_bytes, create=False)
+            board = cls(store.get(f"{key}/path").decode(), nmembers, slot_bytes, create=False,
+                        stage_bytes=stage_bytes, stage_from=stage_from)
             store.set(f"{key}/mapped/{me}", b"1")
             return board
         path = os.path.join(DIRECTORY, f"meshcomm-{job}-board-{os.urandom(6).hex()}")
-        board = cls(path, nmembers, slot_bytes, create=True)
+        board = cls(path, nmembers, slot_bytes, create=True, stage_bytes=stage_bytes, stage_from=stage_from)
         try:
             store.set(f"{key}/path", path)
             _store_wait(store, [f"{key}/mapped/{m}" for m in range(1, nmembers)], range(1, nmembers), deadline,
@@ -180,10 +195,12 @@ class Board:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
-        caller keeps it unchanged until its readers have finished (wait_finished). `output` (by reference
-        only): where the members may write this member's results (write_into), also until they finish.
-        `left_out` (in a slot only): bytes [start, stop) of `payload` that nobody reads, which the slot
-        skips, holding the bytes after them straight after the bytes before them.
+        caller keeps it unchanged until its readers have finished (wait_finished). Unless the members write
+        into its output, a payload of `stage_from` to `stage_bytes` is copied into this member's staging area
+        instead, and the address published is 0. `output` (by reference only): where the members may write this member's
+        results (write_into), also until they finish. `left_out` (in a slot only): bytes [start, stop) of
+        `payload` that nobody reads, which the slot skips, holding the bytes after them straight after the
+        bytes before them.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -203,7 +220,11 @@ class Board:
         reference = self._references[me][slot]
         nbytes = payload.nbytes
         if by_reference:
-            reference[1] = cma.address_of(payload)
+            if output is None and self.stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
+                self._stages[me][:nbytes] = payload
+                reference[1] = 0
+            else:
+                reference[1] = cma.address_of(payload)
             reference[0] = os.getpid()
         else:
             reference[0] = 0
@@ -276,7 +297,13 @@ class Board:
         reference = self._references[member][self._found(member, seq)]
         if not reference[0]:
             raise LookupError(f"member {member} posted call {seq} in its slot, not by reference")
-        cma.read(reference[0], reference[1] + start, target)
+        if reference[1]:
+            cma.read(reference[0], reference[1] + start, target)
+        elif start + target.nbytes <= self.stage_bytes:
+            target[:] = self._stages[member][start : start + target.nbytes]
+        else:
+            raise ValueError(f"member {member}'s staged post of call {seq} has no bytes {start} to "
+                             f"{start + target.nbytes}")
 
     def write_into(self, member: int, seq: int, start: int, source: memoryview) -> None:
         """Copy `source` into the output the member posted with call `seq`, from byte `start` on."""
@@ -380,11 +407,11 @@ class Board:
         if self.native is not None:
             self.native.release()
         self._arrays.clear()  # they hold the data views, which cannot be released under them
-        views = [self._view, *self._control, *self._latest, *self._finished]
+        views = [self._view, *self._control, *self._latest, *self._finished, *self._stages]
         for per_member in (self._heads, self._fingerprints, self._references, self._data):
             views.extend(v for pair in per_member for v in pair)
         self._heads, self._fingerprints, self._references, self._data = [], [], [], []
-        self._control, self._latest, self._finished = [], [], []
+        self._control, self._latest, self._finished, self._stages = [], [], [], []
         for view in views:
             view.release()
         self._anchors.clear()

@@ -474,6 +474,9 @@ typedef struct {
     char *base;
     int nmembers, slots;
     Py_ssize_t slot_bytes;
+    Py_ssize_t stage_bytes; /* each member's staging area, after the slots: a post by reference of stage_from to
+                             * stage_bytes is copied there, and its readers copy it out (segment.py's Board) */
+    Py_ssize_t stage_from;
     uint64_t posts;  /* this member's board calls so far */
     int current;     /* the slot of its latest board call */
     uint64_t *recent; /* the sequence numbers of its last slots - 1 board calls, a ring */
@@ -494,6 +497,9 @@ static inline uint64_t *finished_of(BoardObject *b, int m) { return (uint64_t *)
 static inline char *slot_of(BoardObject *b, int m, int s) {
     return b->base + PAGE + ((Py_ssize_t)m * b->slots + s) * (HEADER + b->slot_bytes);
 }
+static inline char *stage_of(BoardObject *b, int m) {
+    return slot_of(b, b->nmembers, 0) + (Py_ssize_t)m * b->stage_bytes;
+}
 static inline uint64_t load(uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
 /* The member's slot holding call `seq`, or -1 (segment.Board._slot). */
@@ -512,22 +518,26 @@ static void board_dealloc(BoardObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Board(mapping, nmembers, slot_bytes, slots): holds a view of the board file's mapping until release(). */
+/* Board(mapping, nmembers, slot_bytes, slots, stage_bytes, stage_from): holds a view of the board file's mapping
+ * until release(). */
 static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
     PyObject *mapping;
     if (self->mapped || self->recent != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Board is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "Oini", &mapping, &self->nmembers, &self->slot_bytes, &self->slots)) return -1;
-    if (self->slots < 2 || self->nmembers < 2 || self->slot_bytes < 0) {
+    if (!PyArg_ParseTuple(args, "Oininn", &mapping, &self->nmembers, &self->slot_bytes, &self->slots,
+                          &self->stage_bytes, &self->stage_from))
+        return -1;
+    if (self->slots < 2 || self->nmembers < 2 || self->slot_bytes < 0 || self->stage_bytes < 0) {
         PyErr_Format(PyExc_ValueError, "a board needs 2 members and 2 slots per member at least, got %d and %d",
                      self->nmembers, self->slots);
         return -1;
     }
     if (PyObject_GetBuffer(mapping, &self->map, PyBUF_WRITABLE) < 0) return -1;
     self->mapped = 1;
-    Py_ssize_t needed = PAGE + (Py_ssize_t)self->nmembers * self->slots * (HEADER + self->slot_bytes);
+    Py_ssize_t needed = PAGE + (Py_ssize_t)self->nmembers * (self->slots * (HEADER + self->slot_bytes) +
+                                                             self->stage_bytes);
     if (self->map.len < needed) {
         PyErr_Format(PyExc_ValueError, "the board's mapping has %zd bytes, its layout needs %zd", self->map.len,
                      needed);
@@ -773,13 +783,23 @@ static void poster_lost(int member, int code, double deadline, PyObject *between
 #define READ_RATE 4e9  /* bytes per second a reader copies by reference, low (board/run.py's _READ_RATE) */
 #define PIECE_BYTES (256 << 10) /* a two-shot block is reduced and written on in pieces of this size (run.py's) */
 
-/* Copy `bytes` between `local` and byte `offset` of a member's post by reference (its output when `writing`); on
- * failure, poster_lost. 0, or -1 with an error set. */
+/* Copy `bytes` between `local` and byte `offset` of a member's post by reference (its output when `writing`): out
+ * of its staging area when its address is 0 (staged), else from its memory; on failure, poster_lost. 0, or -1
+ * with an error set. */
 static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, char *local, Py_ssize_t bytes,
                        int writing, double deadline, PyObject *between, PyObject *call_seq) {
     uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
     Py_ssize_t done;
     int code;
+    if (!writing && theirs[5] == 0) {
+        if (offset < 0 || bytes < 0 || offset + bytes > b->stage_bytes) {
+            PyErr_Format(PyExc_ValueError, "member %d's staged post has no bytes %zd to %zd", member, offset,
+                         offset + bytes);
+            return -1;
+        }
+        Py_BEGIN_ALLOW_THREADS memcpy(local, stage_of(b, member) + offset, bytes);
+        Py_END_ALLOW_THREADS return 0;
+    }
     Py_BEGIN_ALLOW_THREADS code = vm_copy((int)theirs[4], local, theirs[writing ? 6 : 5] + offset, bytes, writing,
                                           &done);
     Py_END_ALLOW_THREADS if (!code) return 0;
@@ -881,6 +901,10 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
         nbytes = p->own_lo >= 0 ? in->len : nbytes;
         words[5] = (uint64_t)(uintptr_t)input;
+        if (!p->writes && nbytes >= b->stage_from && nbytes <= b->stage_bytes) { /* staged: see segment.py */
+            Py_BEGIN_ALLOW_THREADS memcpy(stage_of(b, me), input, nbytes);
+            Py_END_ALLOW_THREADS words[5] = 0;
+        }
         words[4] = (uint64_t)getpid();
     } else {
         words[4] = 0; /* pid: in the slot, not by reference */

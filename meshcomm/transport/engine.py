@@ -27,6 +27,7 @@ from meshcomm.errors import AbortedError, CollectiveMismatchError, CommTimeoutEr
 from meshcomm.security.tls import Tls
 from meshcomm.transport import cma
 from meshcomm.transport import header as wire
+from meshcomm.transport import shm
 from meshcomm.transport import tcp
 from meshcomm.transport.handle import Handle
 from meshcomm.transport.interface import Transport
@@ -143,10 +144,11 @@ class SocketTransport(Transport):
                 state.lent_count += 1
                 reference = REFERENCE.pack(cma.address_of(payload))
                 head = wire.pack(key, fingerprint, payload.nbytes, wire.FLAG_BY_REFERENCE)
-                state.sendq.append([Handle("send", peer, 0), [memoryview(head + reference)], 0])
+                state.sendq.append([Handle("send", peer, 0), [memoryview(head + reference)], 0, False])
             else:
                 head = memoryview(wire.pack(key, fingerprint, payload.nbytes))
-                state.sendq.append([handle, [head, payload] if payload.nbytes else [head], 0])
+                short_parts = key.kind == wire.KIND_P2P and payload.nbytes < shm.SHORT_PARTS_BELOW
+                state.sendq.append([handle, [head, payload] if payload.nbytes else [head], 0, short_parts])
         self._try_flush(state)
         return handle
 

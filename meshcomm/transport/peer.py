@@ -72,7 +72,7 @@ class Peer:
         self.sock = sock
         self.channel = sock  # where payload bytes go: the socket, or a shared-memory channel
         self.shm = False
-        self.sendq: collections.deque = collections.deque()  # [handle, [memoryviews], index]
+        self.sendq: collections.deque = collections.deque()  # [handle, [memoryviews], index, short parts]
         self.inbound = Inbound()
         self.lost: Exception | None = None
         self.writing = False
@@ -97,10 +97,10 @@ class Peer:
                 if not self.sendq:
                     return moved
                 entry = self.sendq[0]
-            handle, views, index = entry
+            handle, views, index, short_parts = entry
             try:
                 rest = views[index:]
-                sent = self.channel.sendmsg(rest, handle.nbytes) if self.shm else self.channel.sendmsg(rest)
+                sent = self.channel.sendmsg(rest, short_parts) if self.shm else self.channel.sendmsg(rest)
             except (BlockingIOError, InterruptedError):
                 return moved
             except OSError as exc:

@@ -42,7 +42,8 @@ _IDENTITY = 256
 _NONCE = _IDENTITY + 16
 _READS = 512
 READ_UNKNOWN, READ_OK, READ_REFUSED = 0, 1, 2
-_LONG_MESSAGE = 8 << 20
+# A point-to-point message below this size moves in short parts (ShmChannel.sendmsg); the engine decides.
+SHORT_PARTS_BELOW = 8 << 20
 
 
 def available() -> bool:
@@ -207,8 +208,10 @@ class ShmChannel:
         # message streams, the consumer copying one part out while the producer
         # copies the next in (benchmarks/results/design-figures-2026-11-25.md).
         self._part = max(self._size // 4, 4096)
-        # A message below 8 MiB moves in parts of at most 512 KiB, so its receiver starts copying out sooner
-        # (benchmarks/results/p2p-streaming-2026-11-26.md).
+        # A send below SHORT_PARTS_BELOW moves in parts of at most 512 KiB, so its receiver starts copying out
+        # sooner (benchmarks/results/p2p-streaming-2026-11-26.md). A collective's messages keep the quarter
+        # ring: in parts of 512 KiB a 2-rank broadcast of 1-4 MiB took twice as long
+        # (benchmarks/results/staged-posts-2026-11-27.md).
         self._short_part = min(self._part, 512 << 10)
 
     @property
@@ -246,11 +249,12 @@ class ShmChannel:
         control = self._out_control
         return control[_TAIL] - control[_HEAD] < self._size
 
-    def sendmsg(self, views: list[memoryview], message_bytes: int = 0) -> int:
-        """Copy the start of `views`, one part of the message of `message_bytes`, into the ring; bytes moved."""
+    def sendmsg(self, views: list[memoryview], short_parts: bool = False) -> int:
+        """Copy the start of `views`, one part of a message (a short one when `short_parts`), into the ring;
+        bytes moved."""
         control, ring, size = self._out_control, self._out, self._size
         tail = control[_TAIL]
-        part = self._short_part if message_bytes < _LONG_MESSAGE else self._part
+        part = self._short_part if short_parts else self._part
         free = min(size - (tail - control[_HEAD]), part)
         if free == 0:
             raise BlockingIOError

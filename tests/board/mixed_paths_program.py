@@ -24,15 +24,17 @@ for call in range(40):  # more calls than a member has slots: slots are reused a
     digest.update(b"".join(g.tobytes() for g in gathered))
     y = np.full(3, call, dtype=np.int64)
     dist.broadcast(y if rank == 0 else np.zeros(3, dtype=np.int64), src=0, algorithm="direct")
-large = (256 << 10) // 8 + 5  # int64s: more than a board slot holds, so posts go by reference
-for call in range(3):
-    out = np.empty(size * large, dtype=np.int64)
-    dist.all_to_all_single(out, np.arange(size * large, dtype=np.int64) * (rank + 1) + call, algorithm="direct")
-    gathered = [np.empty(large, dtype=np.int64) for _ in range(size)]
-    dist.all_gather(gathered, out[:large], algorithm="direct")
-    digest.update(b"".join(g.tobytes() for g in gathered))
-    y = np.arange(large, dtype=np.int64) + call if rank == size - 1 else np.zeros(large, dtype=np.int64)
-    dist.broadcast(y, src=size - 1, algorithm="direct")
-    digest.update(y.tobytes())
+# int64s: more than a board slot holds, so posts go by reference; staged (1 to 2 MiB); larger than a staging area
+for large in ((256 << 10) // 8 + 5, (1 << 20) // 8 + 5, (2 << 20) // 8 + 5):
+    for call in range(3):
+        out = np.empty(size * large, dtype=np.int64)
+        dist.all_to_all_single(out, np.arange(size * large, dtype=np.int64) * (rank + 1) + call,
+                               algorithm="direct")
+        gathered = [np.empty(large, dtype=np.int64) for _ in range(size)]
+        dist.all_gather(gathered, out[:large], algorithm="direct")
+        digest.update(b"".join(g.tobytes() for g in gathered))
+        y = np.arange(large, dtype=np.int64) + call if rank == size - 1 else np.zeros(large, dtype=np.int64)
+        dist.broadcast(y, src=size - 1, algorithm="direct")
+        digest.update(y.tobytes())
 print(f"RESULT {rank} {'compiled' if native.core is not None else 'python'} {digest.hexdigest()}", flush=True)
 dist.destroy_process_group()

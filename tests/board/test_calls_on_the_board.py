@@ -11,12 +11,18 @@ from meshcomm import ReduceOp
 from meshcomm.errors import CollectiveMismatchError
 from meshcomm.board.run import _PIECE_BYTES
 from meshcomm.board.run import SLOT_BYTES as BOARD_SLOT_BYTES
+from meshcomm.board.run import STAGE_BYTES as BOARD_STAGE_BYTES
+from meshcomm.board.run import STAGE_FROM_BYTES as BOARD_STAGE_FROM_BYTES
 from tests.ranks import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board
 # One element more than a slot holds: on the board by reference when ranks can read each other's memory
 # (the default here), as messages when not (MESHCOMM_SINGLE_COPY_BYTES=0).
 LARGE_COUNT = BOARD_SLOT_BYTES // 8 + 1
+# Enough that a post of the whole buffer is staged (copied into its poster's staging area and out of it), and
+# more than a staging area holds (read from the poster's memory again).
+STAGED_COUNT = BOARD_STAGE_FROM_BYTES // 8 + 1
+UNSTAGED_COUNT = BOARD_STAGE_BYTES // 8 + 1
 # Enough int64s that each of up to 4 ranks' two-shot blocks spans several pieces, the last one partial.
 PIECES_COUNT = 4 * (2 * _PIECE_BYTES // 8 + 3)
 
@@ -104,10 +110,12 @@ def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_refe
     assert cluster.run(board_in_use) == [cluster.size > 1] * cluster.size
     assert cluster.run(board_file_left) == [False] * cluster.size
     before = cluster.run(board_posts)
-    assert cluster.run(every_collective_direct, (LARGE_COUNT,), timeout=120) == [[]] * cluster.size
-    if cluster.size > 1:  # 7 collectives, reduce and broadcast from every root, and the barrier
-        calls = 6 + 2 * cluster.size + 1
-        assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [calls] * cluster.size
+    calls = 6 + 2 * cluster.size + 1 if cluster.size > 1 else 0  # 7 collectives, from every root, the barrier
+    for count in (LARGE_COUNT, STAGED_COUNT, UNSTAGED_COUNT):
+        assert cluster.run(every_collective_direct, (count,), timeout=120) == [[]] * cluster.size
+        after = cluster.run(board_posts)
+        assert [a - b for a, b in zip(after, before)] == [calls] * cluster.size
+        before = after
 
 
 def own_blocks_left_out_of_slots() -> tuple[list[str], int]:
@@ -262,7 +270,8 @@ def in_place_and_inputs_kept(count: int) -> list[str]:
     return wrong
 
 
-@pytest.mark.parametrize("count", [BOARD_COUNT, LARGE_COUNT], ids=["in slots", "by reference"])
+@pytest.mark.parametrize("count", [BOARD_COUNT, LARGE_COUNT, STAGED_COUNT, UNSTAGED_COUNT],
+                         ids=["in slots", "by reference", "by reference, staged", "larger than a staging area"])
 def test_direct_calls_in_place_are_right_and_leave_inputs_alone(cluster, count) -> None:
     assert cluster.run(in_place_and_inputs_kept, count, timeout=120) == [[]] * cluster.size
 

@@ -157,39 +157,41 @@ def test_the_compiled_and_python_paths_give_the_same_bytes(n: int) -> None:
 
 
 def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
-    """Calls with posts larger than a board slot, which go by reference: some members' posts in slots beside
-    others' by reference, in place and not; and the two-shot all-reduce, always by reference. ((collective,
-    algorithm) -> whether its plans are on the compiled path, a digest)."""
+    """Calls with posts larger than a board slot, which go by reference (staged, and larger than the staging
+    area): some members' posts in slots beside others' by reference, in place and not; and the two-shot
+    all-reduce, always by reference. ((collective, algorithm) -> whether its plans are on the compiled path, a
+    digest)."""
     import meshcomm as dist
     from meshcomm import ReduceOp
     from meshcomm.api.state import resolve_group
-    from meshcomm.board.run import COMPILED_TWO_SHOT_BYTES, SLOT_BYTES
+    from meshcomm.board.run import COMPILED_TWO_SHOT_BYTES, SLOT_BYTES, STAGE_BYTES, STAGE_FROM_BYTES
 
     g = resolve_group(None)
     rank, n = g.rank, g.size
-    large = SLOT_BYTES // 8 + 3  # int64s: more than a slot holds
     digest = hashlib.sha256()
-    for root in range(n):
-        x = (np.arange(large) * 3 + rank).astype(np.int64)
-        dist.broadcast(x, src=root, algorithm="direct")
-        digest.update(x.tobytes())
-    counts = [5 if r == 0 else large + r for r in range(n)]  # member 0 posts in its slot, the others by reference
-    gathered = [np.empty(c, np.int64) for c in counts]
-    dist.all_gather(gathered, (np.arange(counts[rank]) + 100 * rank).astype(np.int64), algorithm="direct")
-    digest.update(b"".join(v.tobytes() for v in gathered))
-    whole = np.zeros(n * large, np.int64)
-    whole[rank * large : (rank + 1) * large] = np.arange(large) * (rank + 2)
-    dist.all_gather_into_tensor(whole, whole[rank * large : (rank + 1) * large], algorithm="direct")
-    digest.update(whole.tobytes())
-    source = (np.arange(n * large) * 5 + rank).astype(np.int64)
-    out = np.empty(n * large, np.int64)
-    dist.all_to_all_single(out, source, algorithm="direct")
-    digest.update(out.tobytes() + source.tobytes())
-    dist.all_to_all_single(source, source, algorithm="direct")  # in place: its readers copy from what it overwrites
-    digest.update(source.tobytes())
-    y = (np.arange(large) % 7 + rank).astype(np.int64)
-    dist.all_reduce(y, algorithm="direct")  # a direct reduction by reference: Python's
-    digest.update(y.tobytes())
+    # int64s: more than a slot holds; enough that posts by reference are staged; more than a staging area holds
+    for large in (SLOT_BYTES // 8 + 3, STAGE_FROM_BYTES // 8 + 3, STAGE_BYTES // 8 + 3):
+        for root in range(n):
+            x = (np.arange(large) * 3 + rank).astype(np.int64)
+            dist.broadcast(x, src=root, algorithm="direct")
+            digest.update(x.tobytes())
+        counts = [5 if r == 0 else large + r for r in range(n)]  # member 0 posts in its slot, the others not
+        gathered = [np.empty(c, np.int64) for c in counts]
+        dist.all_gather(gathered, (np.arange(counts[rank]) + 100 * rank).astype(np.int64), algorithm="direct")
+        digest.update(b"".join(v.tobytes() for v in gathered))
+        whole = np.zeros(n * large, np.int64)
+        whole[rank * large : (rank + 1) * large] = np.arange(large) * (rank + 2)
+        dist.all_gather_into_tensor(whole, whole[rank * large : (rank + 1) * large], algorithm="direct")
+        digest.update(whole.tobytes())
+        source = (np.arange(n * large) * 5 + rank).astype(np.int64)
+        out = np.empty(n * large, np.int64)
+        dist.all_to_all_single(out, source, algorithm="direct")
+        digest.update(out.tobytes() + source.tobytes())
+        dist.all_to_all_single(source, source, algorithm="direct")  # in place: read from what it overwrites
+        digest.update(source.tobytes())
+        y = (np.arange(large) % 7 + rank).astype(np.int64)
+        dist.all_reduce(y, algorithm="direct")  # a direct reduction by reference: Python's
+        digest.update(y.tobytes())
     # The two-shot all-reduce, as large as the compiled path takes it: each rank's block several pieces long. A NaN
     # pair (a sum) or signed zeros (max, min) in a later piece of member 0's block (reduced in place) and in the
     # last piece of the last block: the compiled path leaves that piece and the rest to numpy.
@@ -262,6 +264,34 @@ def test_a_compiled_read_of_a_poster_s_memory_that_fails_asks_after_it_and_names
         with pytest.raises(TimeoutError, match="could not reach member 1's memory for its post"):
             two_boards[0].native.run(_gather_by_reference(0), 0, mine, output, 0.0, time.monotonic() + 0.2, between)
     assert asked and all(missing == [1] for missing in asked)
+
+
+@needs_compiled
+def test_a_compiled_call_reads_a_staged_post_out_of_the_staging_area_and_stages_its_own() -> None:
+    import os
+    import time
+
+    from meshcomm.board.segment import Board
+    from meshcomm.transport.shm import DIRECTORY
+
+    path = os.path.join(DIRECTORY, f"meshcomm-test-staged-native-board-{os.getpid()}")
+    boards = [Board(path, 2, 256, create=member == 0, slots=3, stage_bytes=320, stage_from=320) for member in range(2)]
+    boards[0].unlink()
+    try:
+        theirs = np.arange(40, dtype=np.int64) + 100  # 320 bytes: more than a slot, as much as a staging area
+        boards[1].post(1, 0, bytes(range(16)), memoryview(theirs).cast("B"), 0.0, float("inf"),
+                       lambda missing: None, by_reference=True)
+        theirs[:] = 0  # staged by the Python path: the compiled reader must not find this
+        boards[1].finish(1, 0)  # member 1 has read member 0's post, as it will have once it returns
+        mine, output = np.arange(40, dtype=np.int64), np.zeros(80, np.int64)
+        boards[0].native.run(_gather_by_reference(0), 0, mine, output, 0.0, time.monotonic() + 30,
+                             lambda missing: pytest.fail(f"waited for {missing}"))
+        assert output.tolist() == list(range(40)) + list(range(100, 140))
+        assert boards[1]._references[0][0][1] == 0  # member 0's post (its first call: slot 0) says "staged"
+        assert bytes(boards[1]._stages[0]) == mine.tobytes()
+    finally:
+        for board in boards:
+            board.close()
 
 
 def _plan_for_two(me: int):

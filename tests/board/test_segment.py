@@ -227,6 +227,52 @@ def test_a_post_by_reference_is_read_from_the_poster_s_memory_and_may_exceed_a_s
         reader.read_into(0, 5, 1, memoryview(bytearray(3)))
 
 
+def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read_out_of_it() -> None:
+    path = os.path.join(DIRECTORY, f"meshcomm-test-staged-board-{os.getpid()}")
+    members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000, stage_from=500)
+               for member in range(2)]  # a slot per post below: the reader posts none
+    members[0].unlink()
+    poster, reader = members[1], members[0]
+    try:
+        staged = (np.arange(1000) % 251).astype(np.uint8)  # larger than a slot, as large as the staging area
+        poster.post(1, 5, PRINT, memoryview(staged), spin=0.0, deadline=float("inf"),
+                    between=lambda missing: pytest.fail("waited"), by_reference=True)
+        staged[:] = 0  # the readers see what was posted, not the poster's memory
+        target = bytearray(300)
+        reader.read_into(1, 5, 600, memoryview(target))
+        assert bytes(target) == ((np.arange(1000) % 251).astype(np.uint8))[600:900].tobytes()
+        assert reader.by_reference(1, 5)  # its readers still say they finished, and its poster waits for that
+        with pytest.raises(ValueError, match="member 1's staged post of call 5 has no bytes 900 to 1200"):
+            reader.read_into(1, 5, 900, memoryview(bytearray(300)))
+        larger = np.full(1001, 3, np.uint8)
+        poster.post(1, 6, PRINT, memoryview(larger), spin=0.0, deadline=float("inf"),
+                    between=lambda missing: pytest.fail("waited"), by_reference=True)
+        larger[:] = 4  # read where it is (cma.py; both members live in this process)
+        reader.read_into(1, 6, 1, memoryview(target))
+        assert bytes(target) == bytes([4] * 300)
+        smaller = np.full(499, 8, np.uint8)  # larger than a slot, smaller than the staged posts
+        poster.post(1, 8, PRINT, memoryview(smaller), spin=0.0, deadline=float("inf"),
+                    between=lambda missing: pytest.fail("waited"), by_reference=True)
+        smaller[:] = 9
+        reader.read_into(1, 8, 0, memoryview(target))
+        assert bytes(target) == bytes([9] * 300)
+        written = np.full(8, 5, np.uint8)
+        output = np.zeros(8, np.uint8)
+        poster.post(1, 7, PRINT, memoryview(written), spin=0.0, deadline=float("inf"),
+                    between=lambda missing: pytest.fail("waited"), by_reference=True, output=memoryview(output))
+        written[:] = 6  # a post whose output the members write into is never staged (the two-shot all-reduce)
+        reader.read_into(1, 7, 0, memoryview(target)[:8])
+        assert bytes(target[:8]) == bytes([6] * 8)
+    finally:
+        for board in members:
+            board.close()
+
+
+def test_a_board_has_no_staging_area_of_negative_size() -> None:
+    with pytest.raises(ValueError, match="staging area cannot have -1 bytes"):
+        Board(os.path.join(DIRECTORY, f"meshcomm-test-no-board-{os.getpid()}"), 2, 64, create=True, stage_bytes=-1)
+
+
 def test_a_poster_by_reference_waits_until_each_reader_has_finished(boards) -> None:
     poster = boards[0]
     boards[1].finish(1, 6)

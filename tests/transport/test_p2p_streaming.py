@@ -65,3 +65,42 @@ def test_a_bad_stream_bytes_is_named(monkeypatch, value) -> None:
     monkeypatch.setenv("MESHCOMM_STREAM_BYTES", value)
     with pytest.raises(ValueError, match="MESHCOMM_STREAM_BYTES must be an integer"):
         local.stream_bytes()
+
+
+def short_parts_asked() -> tuple[set, set]:
+    """Rank 0's ring writes to rank 1 for a 3 MiB send and a 2 MiB binomial broadcast (bytes checked on rank
+    1): whether each asked for short parts."""
+    from meshcomm.api.state import runtime
+
+    rank = dist.get_rank()
+    channel = runtime().transport._peers[1 - rank].channel
+    asked: list[bool] = []
+    original = channel.sendmsg
+
+    def recording(views, short_parts=False):
+        asked.append(short_parts)
+        return original(views, short_parts)
+
+    channel.sendmsg = recording
+    try:
+        message = (np.arange(3 << 20) % 251).astype(np.uint8)
+        if rank == 0:
+            dist.send(message, 1)
+        else:
+            got = np.zeros_like(message)
+            dist.recv(got, 0)
+            assert np.array_equal(got, message)
+        sent, asked[:] = set(asked), []
+        data = (np.arange(1 << 19) * (rank + 1)).astype(np.float32)
+        dist.broadcast(data, src=0, algorithm="binomial")
+        assert np.array_equal(data, np.arange(1 << 19).astype(np.float32))
+        return sent, set(asked)
+    finally:
+        del channel.sendmsg
+
+
+@pytest.mark.skipif(not shm.available(), reason="needs shared memory (x86-64 Linux with futexes)")
+def test_a_send_streams_in_short_parts_and_a_collective_s_messages_in_quarter_rings() -> None:
+    with Cluster(2, env={"MESHCOMM_SINGLE_COPY_BYTES": "0"}) as cluster:  # every message through the ring
+        (send_parts, broadcast_parts), _ = cluster.run(short_parts_asked, timeout=60)
+    assert send_parts == {True} and broadcast_parts == {False}

@@ -68,9 +68,8 @@ def test_a_full_ring_refuses_more_until_the_reader_takes_a_part(channels) -> Non
     assert sender.sendmsg([part, part]) == RING // 4
 
 
-def parts_written(sender, receiver, message: bytes, message_bytes: int) -> list[int]:
-    """The bytes each sendmsg moved while `message` crossed (checked whole), as part of a message of
-    `message_bytes`."""
+def parts_written(sender, receiver, message: bytes, short_parts: bool) -> list[int]:
+    """The bytes each sendmsg moved while `message` crossed (checked whole), in short parts or not."""
     target = bytearray(len(message))
     sent = got = 0
     writes = []
@@ -79,7 +78,7 @@ def parts_written(sender, receiver, message: bytes, message_bytes: int) -> list[
             break
         if sent < len(message):
             try:
-                n = sender.sendmsg([memoryview(message)[sent:]], message_bytes)
+                n = sender.sendmsg([memoryview(message)[sent:]], short_parts)
                 writes.append(n)
                 sent += n
             except BlockingIOError:
@@ -93,11 +92,12 @@ def parts_written(sender, receiver, message: bytes, message_bytes: int) -> list[
 
 
 @pytest.mark.parametrize("channels", [4 << 20], indirect=True)
-def test_a_message_below_8_mib_moves_in_parts_of_512_kib_and_a_larger_one_in_quarter_rings(channels) -> None:
-    """Smaller parts let the receiver of a few-MiB message start copying out sooner; from 8 MiB the
-    quarter ring (1 MiB here) moves the bytes in fewer calls."""
+def test_a_message_moves_in_parts_of_512_kib_when_short_parts_are_asked_for_and_in_quarter_rings_if_not(
+        channels) -> None:
+    """Smaller parts let the receiver of a few-MiB send start copying out sooner; a collective's messages
+    keep the quarter ring (1 MiB here), which moves them in fewer calls."""
     sender, receiver = channels
     message = bytes(range(256)) * ((3 << 20) // 256)
-    assert set(parts_written(sender, receiver, message, len(message))) == {512 << 10}
-    assert set(parts_written(sender, receiver, message, 8 << 20)) == {1 << 20}
-    assert set(parts_written(sender, receiver, message[: 100_000], (8 << 20) - 1)) == {100_000}
+    assert set(parts_written(sender, receiver, message, True)) == {512 << 10}
+    assert set(parts_written(sender, receiver, message, False)) == {1 << 20}
+    assert set(parts_written(sender, receiver, message[: 100_000], True)) == {100_000}
