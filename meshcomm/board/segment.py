@@ -29,13 +29,14 @@ buffer (one copy instead of two, as a large message goes), says so in its
 `finished` word, and the poster returns only once all its readers have: its
 buffer is the caller's, free to change after the call. One of `stage_from`
 to `stage_bytes` is copied into the poster's staging area first and its
-address given as 0: readers copy it out of the staging area with memcpy,
-which on the hosts measured beats process_vm_readv while the area stays in
-the cache (docs/board.md). The protocol is otherwise the same, so the area is free
-again once the poster returns. A post may also
-carry where the poster's output is, for calls whose members write their
-results straight into each other's outputs (the two-shot all-reduce); the
-poster then waits for its writers the same way.
+address given as 0 (not a two-shot post, whose output the members write
+into): readers copy it out of the staging area with memcpy, which on the
+hosts measured beats process_vm_readv while the area stays in the cache
+(docs/board.md). The protocol is otherwise the same, so the area is free
+again once the poster returns. A post may also carry where the poster's
+output is, for calls whose members write their results straight into each
+other's outputs (the two-shot all-reduce); the poster then waits for its
+writers the same way.
 
 A member waits only for the members whose slots it reads (a broadcast's
 root reads none, so it does not wait, as with messages). A member reads the
@@ -86,8 +87,9 @@ class Board:
                  stage_bytes: int = 0, stage_from: int = 0) -> None:
         if slots < 2:
             raise ValueError(f"a board needs at least 2 slots per member, got {slots}")
-        if stage_bytes < 0:
-            raise ValueError(f"a board's staging area cannot have {stage_bytes} bytes")
+        if stage_bytes < 0 or stage_from < 0:
+            raise ValueError(f"a board's staging area and the smallest post staged cannot be negative, got "
+                             f"{stage_bytes} and {stage_from} bytes")
         self.path = path
         self.nmembers = nmembers
         self.slot_bytes = slot_bytes
@@ -294,12 +296,13 @@ class Board:
     def read_into(self, member: int, seq: int, start: int, target: memoryview) -> None:
         """Copy `target.nbytes` of the bytes the member posted by reference for call `seq`, from byte `start` on,
         into `target` (a post in a slot is read through array(), or data())."""
-        reference = self._references[member][self._found(member, seq)]
+        slot = self._found(member, seq)
+        reference = self._references[member][slot]
         if not reference[0]:
             raise LookupError(f"member {member} posted call {seq} in its slot, not by reference")
         if reference[1]:
             cma.read(reference[0], reference[1] + start, target)
-        elif start + target.nbytes <= self.stage_bytes:
+        elif start + target.nbytes <= min(self._heads[member][slot][1], self.stage_bytes):
             target[:] = self._stages[member][start : start + target.nbytes]
         else:
             raise ValueError(f"member {member}'s staged post of call {seq} has no bytes {start} to "

@@ -529,7 +529,12 @@ static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTuple(args, "Oininn", &mapping, &self->nmembers, &self->slot_bytes, &self->slots,
                           &self->stage_bytes, &self->stage_from))
         return -1;
-    if (self->slots < 2 || self->nmembers < 2 || self->slot_bytes < 0 || self->stage_bytes < 0) {
+    if (self->stage_bytes < 0 || self->stage_from < 0) {
+        PyErr_Format(PyExc_ValueError, "a board's staging area and the smallest post staged cannot be negative, "
+                     "got %zd and %zd bytes", self->stage_bytes, self->stage_from);
+        return -1;
+    }
+    if (self->slots < 2 || self->nmembers < 2 || self->slot_bytes < 0) {
         PyErr_Format(PyExc_ValueError, "a board needs 2 members and 2 slots per member at least, got %d and %d",
                      self->nmembers, self->slots);
         return -1;

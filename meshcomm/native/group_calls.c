@@ -20,7 +20,7 @@ typedef struct {
     PyObject *viewed_dtypes; /* the torch dtypes a lane takes (api/tensors.tensor_array's), a set */
     PyObject *sum;           /* torch's ReduceOp.SUM */
     PyObject *unset;         /* timedelta(0): torch marks "no timeout" with a negative one */
-    PyObject *method;        /* a weakref.WeakMethod of the group's Python allreduce (the group holds this step) */
+    PyObject *weak_method;   /* a weakref.WeakMethod of the group's Python allreduce (the group holds this step) */
 } BlockingAllreduceObject;
 
 static int blocking_traverse(BlockingAllreduceObject *self, visitproc visit, void *arg) {
@@ -30,7 +30,7 @@ static int blocking_traverse(BlockingAllreduceObject *self, visitproc visit, voi
     Py_VISIT(self->viewed_dtypes);
     Py_VISIT(self->sum);
     Py_VISIT(self->unset);
-    Py_VISIT(self->method);
+    Py_VISIT(self->weak_method);
     return 0;
 }
 
@@ -41,7 +41,7 @@ static int blocking_clear(BlockingAllreduceObject *self) {
     Py_CLEAR(self->viewed_dtypes);
     Py_CLEAR(self->sum);
     Py_CLEAR(self->unset);
-    Py_CLEAR(self->method);
+    Py_CLEAR(self->weak_method);
     return 0;
 }
 
@@ -51,18 +51,18 @@ static void blocking_dealloc(BlockingAllreduceObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* BlockingAllreduce(lanes, key_head, tensor_type, viewed_dtypes, sum, unset, method) */
+/* BlockingAllreduce(lanes, key_head, tensor_type, viewed_dtypes, sum, unset, weak_method) */
 static int blocking_init(BlockingAllreduceObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *lanes, *key_head, *tensor_type, *viewed_dtypes, *sum, *unset, *method;
+    PyObject *lanes, *key_head, *tensor_type, *viewed_dtypes, *sum, *unset, *weak_method;
     if (self->lanes != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a BlockingAllreduce is made once");
         return -1;
     }
     if (!PyArg_ParseTuple(args, "O!O!O!O!OOO", &PyDict_Type, &lanes, &PyTuple_Type, &key_head, &PyType_Type,
-                          &tensor_type, &PySet_Type, &viewed_dtypes, &sum, &unset, &method))
+                          &tensor_type, &PySet_Type, &viewed_dtypes, &sum, &unset, &weak_method))
         return -1;
-    if (!PyCallable_Check(method)) {
-        PyErr_SetString(PyExc_TypeError, "BlockingAllreduce's method must be callable");
+    if (!PyWeakref_Check(weak_method) || !PyCallable_Check(weak_method)) {
+        PyErr_SetString(PyExc_TypeError, "BlockingAllreduce's weak_method must be a weakref.WeakMethod");
         return -1;
     }
     self->lanes = Py_NewRef(lanes);
@@ -71,7 +71,7 @@ static int blocking_init(BlockingAllreduceObject *self, PyObject *args, PyObject
     self->viewed_dtypes = Py_NewRef(viewed_dtypes);
     self->sum = Py_NewRef(sum);
     self->unset = Py_NewRef(unset);
-    self->method = Py_NewRef(method);
+    self->weak_method = Py_NewRef(weak_method);
     return 0;
 }
 
@@ -157,7 +157,7 @@ static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObjec
 
 /* The group's Python allreduce, handed the call as it came; an error once the group is gone. */
 static PyObject *by_method(BlockingAllreduceObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    PyObject *method = PyObject_CallNoArgs(self->method);
+    PyObject *method = PyObject_CallNoArgs(self->weak_method);
     if (!method) return NULL;
     if (method == Py_None) {
         Py_DECREF(method);

@@ -40,6 +40,8 @@ _POLL_SLICE = 0.05  # seconds one thread may block in select before rechecking d
 _MIXED_SLICE = 0.0005  # select slices when both shared-memory and TCP peers may send
 _SOCKET_CHECK_SECONDS = 0.001  # how often a rank with only shared-memory peers looks at their sockets
 _BY_REFERENCE_KINDS = (wire.KIND_P2P, wire.KIND_COLLECTIVE, wire.KIND_MAILBOX)
+# Sends, through meshcomm's API or the MPI face: below shm.SHORT_PARTS_BELOW they stream in short parts.
+_SEND_KINDS = (wire.KIND_P2P, wire.KIND_MAILBOX)
 
 
 class SocketTransport(Transport):
@@ -147,7 +149,7 @@ class SocketTransport(Transport):
                 state.sendq.append([Handle("send", peer, 0), [memoryview(head + reference)], 0, False])
             else:
                 head = memoryview(wire.pack(key, fingerprint, payload.nbytes))
-                short_parts = key.kind == wire.KIND_P2P and payload.nbytes < shm.SHORT_PARTS_BELOW
+                short_parts = key.kind in _SEND_KINDS and payload.nbytes < shm.SHORT_PARTS_BELOW
                 state.sendq.append([handle, [head, payload] if payload.nbytes else [head], 0, short_parts])
         self._try_flush(state)
         return handle

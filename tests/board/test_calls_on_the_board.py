@@ -118,6 +118,28 @@ def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_refe
         before = after
 
 
+def posts_staged(count: int) -> list[bool] | None:
+    """After an all_gather in which every rank posts `count` int64s (results checked): whether each peer's post
+    was staged (published at address 0) rather than left where it is; None without a board."""
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    gathered = [np.empty(count, np.int64) for _ in range(n)]
+    dist.all_gather(gathered, values(rank, count), algorithm="direct")
+    assert all(np.array_equal(gathered[q], values(q, count)) for q in range(n))
+    board = resolve_group(None).seat._board
+    if board is None:
+        return None
+    slot = board._turns.current  # the slot of this call, where every member's post of it is
+    return [board._references[m][slot][1] == 0 for m in range(n) if m != rank]
+
+
+def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_read_where_they_are(cluster) -> None:
+    for count, staged in ((LARGE_COUNT, False), (STAGED_COUNT, True), (UNSTAGED_COUNT, False)):
+        results = cluster.run(posts_staged, count, timeout=120)
+        assert results == ([None] if cluster.size == 1 else [[staged] * (cluster.size - 1)] * cluster.size)
+
+
 def own_blocks_left_out_of_slots() -> tuple[list[str], int]:
     """Calls whose posts leave out blocks only their posters read: an all_to_all in which rank 0 sends each peer
     more than a slot holds (readers find its post in its memory, the others' in their slots) and odd ranks send

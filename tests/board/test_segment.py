@@ -234,16 +234,16 @@ def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read
     members[0].unlink()
     poster, reader = members[1], members[0]
     try:
-        staged = (np.arange(1000) % 251).astype(np.uint8)  # larger than a slot, as large as the staging area
+        staged = (np.arange(800) % 251).astype(np.uint8)  # larger than a slot, within the staging area
         poster.post(1, 5, PRINT, memoryview(staged), spin=0.0, deadline=float("inf"),
                     between=lambda missing: pytest.fail("waited"), by_reference=True)
         staged[:] = 0  # the readers see what was posted, not the poster's memory
         target = bytearray(300)
-        reader.read_into(1, 5, 600, memoryview(target))
-        assert bytes(target) == ((np.arange(1000) % 251).astype(np.uint8))[600:900].tobytes()
+        reader.read_into(1, 5, 400, memoryview(target))
+        assert bytes(target) == ((np.arange(800) % 251).astype(np.uint8))[400:700].tobytes()
         assert reader.by_reference(1, 5)  # its readers still say they finished, and its poster waits for that
-        with pytest.raises(ValueError, match="member 1's staged post of call 5 has no bytes 900 to 1200"):
-            reader.read_into(1, 5, 900, memoryview(bytearray(300)))
+        with pytest.raises(ValueError, match="member 1's staged post of call 5 has no bytes 600 to 900"):
+            reader.read_into(1, 5, 600, memoryview(bytearray(300)))  # past the post, within the area
         larger = np.full(1001, 3, np.uint8)
         poster.post(1, 6, PRINT, memoryview(larger), spin=0.0, deadline=float("inf"),
                     between=lambda missing: pytest.fail("waited"), by_reference=True)
@@ -256,21 +256,23 @@ def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read
         smaller[:] = 9
         reader.read_into(1, 8, 0, memoryview(target))
         assert bytes(target) == bytes([9] * 300)
-        written = np.full(8, 5, np.uint8)
-        output = np.zeros(8, np.uint8)
+        written = np.full(600, 5, np.uint8)  # a size that is staged, but
+        output = np.zeros(600, np.uint8)
         poster.post(1, 7, PRINT, memoryview(written), spin=0.0, deadline=float("inf"),
                     between=lambda missing: pytest.fail("waited"), by_reference=True, output=memoryview(output))
         written[:] = 6  # a post whose output the members write into is never staged (the two-shot all-reduce)
-        reader.read_into(1, 7, 0, memoryview(target)[:8])
-        assert bytes(target[:8]) == bytes([6] * 8)
+        reader.read_into(1, 7, 0, memoryview(target))
+        assert bytes(target) == bytes([6] * 300)
     finally:
         for board in members:
             board.close()
 
 
 def test_a_board_has_no_staging_area_of_negative_size() -> None:
-    with pytest.raises(ValueError, match="staging area cannot have -1 bytes"):
-        Board(os.path.join(DIRECTORY, f"meshcomm-test-no-board-{os.getpid()}"), 2, 64, create=True, stage_bytes=-1)
+    for stage_bytes, stage_from in ((-1, 0), (64, -1)):
+        with pytest.raises(ValueError, match=f"cannot be negative, got {stage_bytes} and {stage_from} bytes"):
+            Board(os.path.join(DIRECTORY, f"meshcomm-test-no-board-{os.getpid()}"), 2, 64, create=True,
+                  stage_bytes=stage_bytes, stage_from=stage_from)
 
 
 def test_a_poster_by_reference_waits_until_each_reader_has_finished(boards) -> None:
