@@ -905,11 +905,12 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     Py_ssize_t nbytes = p->published * item;
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
         nbytes = p->own_lo >= 0 ? in->len : nbytes;
-        words[5] = (uint64_t)(uintptr_t)input;
-        if (!p->writes && nbytes >= b->stage_from && nbytes <= b->stage_bytes) { /* staged: see segment.py */
+        int staged = !p->writes && nbytes >= b->stage_from && nbytes <= b->stage_bytes; /* see segment.py */
+        if (staged) {
             Py_BEGIN_ALLOW_THREADS memcpy(stage_of(b, me), input, nbytes);
-            Py_END_ALLOW_THREADS words[5] = 0;
+            Py_END_ALLOW_THREADS
         }
+        words[5] = staged ? 0 : (uint64_t)(uintptr_t)input; /* address 0: in the staging area */
         words[4] = (uint64_t)getpid();
     } else {
         words[4] = 0; /* pid: in the slot, not by reference */

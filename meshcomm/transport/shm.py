@@ -210,8 +210,7 @@ class ShmChannel:
         self._part = max(self._size // 4, 4096)
         # A send below SHORT_PARTS_BELOW moves in parts of at most 512 KiB, so its receiver starts copying out
         # sooner (benchmarks/results/p2p-streaming-2026-11-26.md). A collective's messages keep the quarter
-        # ring: in parts of 512 KiB a 2-rank broadcast of 1-4 MiB took twice as long
-        # (benchmarks/results/staged-posts-2026-11-27.md).
+        # ring, in which a broadcast's pieces stream faster (benchmarks/results/staged-posts-2026-11-27.md).
         self._short_part = min(self._part, 512 << 10)
 
     @property
