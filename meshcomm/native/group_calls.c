@@ -4,44 +4,50 @@
  *
  * torch's own wrapper and its options record cost about what meshcomm's whole API call does, so a backend in
  * Python pays twice the API before it starts. This step reads the options and the tensor as the Python method
- * would, and hands the tensor's numpy view to the lane the API keeps for the same key. Everything else it hands,
- * before anything moves, to the group's Python method, which runs the call. */
+ * would, and hands the tensor's bytes to the lane the API keeps for the same key. Everything else it hands,
+ * before anything moves, to the group's Python method, which runs the call.
+ *
+ * The bytes are a memoryview of the tensor's memory, made from its attributes: tensor.numpy() detaches the tensor
+ * first, which costs more than the rest of this step's reading. So the step declines what numpy() refuses (grad,
+ * another device or layout, the negative bit), and what a lane does not take (memory out of order, no elements)
+ * as well. It takes no complex dtype, so no conjugate bit: torch's all_reduce hands a complex tensor over as a
+ * real view. */
 #include "group_calls.h"
 
 #include <stddef.h>
 
-static PyObject *ASYNC_OP, *TIMEOUT, *REDUCE_OP, *DTYPE, *SHAPE, *NUMPY, *RUN;
+static PyObject *ASYNC_OP, *TIMEOUT, *REDUCE_OP, *DTYPE, *SHAPE, *RUN, *REQUIRES_GRAD, *IS_CPU, *LAYOUT, 
+    *IS_NEG, *IS_CONTIGUOUS, *NBYTES, *DATA_PTR;
 
 typedef struct {
     PyObject_HEAD vectorcallfunc vectorcall;
     PyObject *lanes;         /* the meshcomm group's lanes, a dict */
     PyObject *key_head;      /* the API's key for this call, before the array's dtype and shape (a tuple) */
     PyObject *tensor_type;   /* torch.Tensor: a subclass takes the Python path */
-    PyObject *viewed_dtypes; /* the torch dtypes a lane takes (api/tensors.tensor_array's), a set */
+    PyObject *numpy_dtypes;  /* torch dtype -> the numpy dtype of its tensors' numpy(), for those a lane takes */
+    PyObject *strided;       /* torch.strided, the one layout a lane takes */
     PyObject *sum;           /* torch's ReduceOp.SUM */
     PyObject *unset;         /* timedelta(0): torch marks "no timeout" with a negative one */
     PyObject *weak_method;   /* a weakref.WeakMethod of the group's Python allreduce (the group holds this step) */
+    /* The lane of the last call and the torch dtype and shape it was found for: a repeat skips building the API's
+     * key. A lane the group let go still runs its calls, or declines once the group is gone (lane_open). */
+    PyObject *last_dtype, *last_shape, *last_lane;
 } BlockingAllreduceObject;
 
+#define BLOCKING_FIELDS(self)                                                                                  \
+    {&self->lanes,       &self->key_head, &self->tensor_type, &self->numpy_dtypes, &self->strided, &self->sum, \
+     &self->unset,       &self->weak_method, &self->last_dtype, &self->last_shape, &self->last_lane}
+#define BLOCKING_NFIELDS 11
+
 static int blocking_traverse(BlockingAllreduceObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lanes);
-    Py_VISIT(self->key_head);
-    Py_VISIT(self->tensor_type);
-    Py_VISIT(self->viewed_dtypes);
-    Py_VISIT(self->sum);
-    Py_VISIT(self->unset);
-    Py_VISIT(self->weak_method);
+    PyObject **fields[BLOCKING_NFIELDS] = BLOCKING_FIELDS(self);
+    for (int i = 0; i < BLOCKING_NFIELDS; i++) Py_VISIT(*fields[i]);
     return 0;
 }
 
 static int blocking_clear(BlockingAllreduceObject *self) {
-    Py_CLEAR(self->lanes);
-    Py_CLEAR(self->key_head);
-    Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->viewed_dtypes);
-    Py_CLEAR(self->sum);
-    Py_CLEAR(self->unset);
-    Py_CLEAR(self->weak_method);
+    PyObject **fields[BLOCKING_NFIELDS] = BLOCKING_FIELDS(self);
+    for (int i = 0; i < BLOCKING_NFIELDS; i++) Py_CLEAR(*fields[i]);
     return 0;
 }
 
@@ -51,15 +57,15 @@ static void blocking_dealloc(BlockingAllreduceObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* BlockingAllreduce(lanes, key_head, tensor_type, viewed_dtypes, sum, unset, weak_method) */
+/* BlockingAllreduce(lanes, key_head, tensor_type, numpy_dtypes, strided, sum, unset, weak_method) */
 static int blocking_init(BlockingAllreduceObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *lanes, *key_head, *tensor_type, *viewed_dtypes, *sum, *unset, *weak_method;
+    PyObject *lanes, *key_head, *tensor_type, *numpy_dtypes, *strided, *sum, *unset, *weak_method;
     if (self->lanes != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a BlockingAllreduce is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!O!O!O!OOO", &PyDict_Type, &lanes, &PyTuple_Type, &key_head, &PyType_Type,
-                          &tensor_type, &PySet_Type, &viewed_dtypes, &sum, &unset, &weak_method))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OOOO", &PyDict_Type, &lanes, &PyTuple_Type, &key_head, &PyType_Type,
+                          &tensor_type, &PyDict_Type, &numpy_dtypes, &strided, &sum, &unset, &weak_method))
         return -1;
     if (!PyWeakref_Check(weak_method) || !PyCallable_Check(weak_method)) {
         PyErr_SetString(PyExc_TypeError, "BlockingAllreduce's weak_method must be a weakref.WeakMethod");
@@ -68,7 +74,8 @@ static int blocking_init(BlockingAllreduceObject *self, PyObject *args, PyObject
     self->lanes = Py_NewRef(lanes);
     self->key_head = Py_NewRef(key_head);
     self->tensor_type = Py_NewRef(tensor_type);
-    self->viewed_dtypes = Py_NewRef(viewed_dtypes);
+    self->numpy_dtypes = Py_NewRef(numpy_dtypes);
+    self->strided = Py_NewRef(strided);
     self->sum = Py_NewRef(sum);
     self->unset = Py_NewRef(unset);
     self->weak_method = Py_NewRef(weak_method);
@@ -92,34 +99,72 @@ static int plain_options(BlockingAllreduceObject *self, PyObject *opts) {
     return plain;
 }
 
-/* The tensor's numpy view when a lane may take it (api/tensors.tensor_array); NULL when not, an error set or not. */
-static PyObject *lane_view(BlockingAllreduceObject *self, PyObject *tensor) {
-    if ((PyObject *)Py_TYPE(tensor) != self->tensor_type) return NULL;
-    PyObject *value = PyObject_GetAttr(tensor, DTYPE);
-    if (!value) return NULL;
-    int plain = PySet_Contains(self->viewed_dtypes, value);
+/* 1 when tensor.<name> (called when `call`) is `wanted`, 0 when not, -1 with an error set. */
+static int attribute_is(PyObject *tensor, PyObject *name, int call, PyObject *wanted) {
+    PyObject *value = call ? PyObject_CallMethodNoArgs(tensor, name) : PyObject_GetAttr(tensor, name);
+    if (!value) return -1;
+    int is = value == wanted;
     Py_DECREF(value);
-    if (plain <= 0) return NULL;
-    return PyObject_CallMethodNoArgs(tensor, NUMPY); /* what it refuses (needing grad among it) is declined */
+    return is;
 }
 
-/* The lane the API keeps for this array's call (api/collectives.all_reduce's key), a new reference; NULL when none,
- * an error set or not. */
-static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *view) {
-    Py_ssize_t head = PyTuple_GET_SIZE(self->key_head);
-    PyObject *key = PyTuple_New(head + 2);
-    if (!key) return NULL;
-    for (Py_ssize_t i = 0; i < head; i++) PyTuple_SET_ITEM(key, i, Py_NewRef(PyTuple_GET_ITEM(self->key_head, i)));
-    PyObject *dtype = PyObject_GetAttr(view, DTYPE), *shape = dtype ? PyObject_GetAttr(view, SHAPE) : NULL;
-    if (!shape) {
-        Py_XDECREF(dtype);
-        Py_DECREF(key);
+/* A writable memoryview of the tensor's bytes when a lane may take them, with the tensor's dtype and shape (new
+ * references); NULL when not, an error set or not. The caller holds the tensor while the view is used. */
+static PyObject *tensor_bytes(BlockingAllreduceObject *self, PyObject *tensor, PyObject **dtype, PyObject **shape) {
+    if ((PyObject *)Py_TYPE(tensor) != self->tensor_type) return NULL;
+    struct {
+        PyObject *name;
+        int call;
+        PyObject *wanted;
+    } checks[] = {{REQUIRES_GRAD, 0, Py_False}, {IS_CPU, 0, Py_True},          {LAYOUT, 0, self->strided},
+                  {IS_NEG, 1, Py_False},        {IS_CONTIGUOUS, 1, Py_True}};
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++)
+        if (attribute_is(tensor, checks[i].name, checks[i].call, checks[i].wanted) <= 0) return NULL;
+    PyObject *nbytes = PyObject_GetAttr(tensor, NBYTES);
+    PyObject *address = nbytes ? PyObject_CallMethodNoArgs(tensor, DATA_PTR) : NULL;
+    Py_ssize_t length = address ? PyLong_AsSsize_t(nbytes) : -1;
+    void *memory = length > 0 ? PyLong_AsVoidPtr(address) : NULL;
+    Py_XDECREF(nbytes);
+    Py_XDECREF(address);
+    if (!memory) return NULL; /* no elements, or torch answered oddly */
+    if (!(*dtype = PyObject_GetAttr(tensor, DTYPE))) return NULL;
+    if (!(*shape = PyObject_GetAttr(tensor, SHAPE))) {
+        Py_CLEAR(*dtype);
         return NULL;
     }
-    PyTuple_SET_ITEM(key, head, dtype);
-    PyTuple_SET_ITEM(key, head + 1, shape);
+    PyObject *view = PyMemoryView_FromMemory(memory, length, PyBUF_WRITE);
+    if (!view) {
+        Py_CLEAR(*dtype);
+        Py_CLEAR(*shape);
+    }
+    return view;
+}
+
+/* The lane the API keeps for a tensor of this torch dtype and shape (api/collectives.all_reduce's key, with the
+ * numpy dtype and shape of its numpy()), a new reference; NULL when none, an error set or not. */
+static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *dtype, PyObject *shape) {
+    if (self->last_lane && dtype == self->last_dtype) {
+        int same = PyObject_RichCompareBool(shape, self->last_shape, Py_EQ);
+        if (same) return same < 0 ? NULL : Py_NewRef(self->last_lane);
+    }
+    PyObject *numpy_dtype = PyDict_GetItemWithError(self->numpy_dtypes, dtype);
+    if (!numpy_dtype) return NULL;
+    Py_ssize_t head = PyTuple_GET_SIZE(self->key_head);
+    PyObject *key = PyTuple_New(head + 2), *dims = key ? PySequence_Tuple(shape) : NULL;
+    if (!dims) {
+        Py_XDECREF(key);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < head; i++) PyTuple_SET_ITEM(key, i, Py_NewRef(PyTuple_GET_ITEM(self->key_head, i)));
+    PyTuple_SET_ITEM(key, head, Py_NewRef(numpy_dtype));
+    PyTuple_SET_ITEM(key, head + 1, dims);
     PyObject *lane = Py_XNewRef(PyDict_GetItemWithError(self->lanes, key)); /* held: the group may clear its lanes */
     Py_DECREF(key);
+    if (lane) {
+        Py_XSETREF(self->last_dtype, Py_NewRef(dtype));
+        Py_XSETREF(self->last_shape, Py_NewRef(shape));
+        Py_XSETREF(self->last_lane, Py_NewRef(lane));
+    }
     return lane;
 }
 
@@ -136,19 +181,21 @@ static int declined(void) {
 static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObject *opts) {
     if (!PyList_CheckExact(tensors) || PyList_GET_SIZE(tensors) != 1 || opts == Py_None) return 0;
     if (plain_options(self, opts) <= 0) return declined();
-    PyObject *tensor = Py_NewRef(PyList_GET_ITEM(tensors, 0));
-    PyObject *view = lane_view(self, tensor);
-    Py_DECREF(tensor); /* the view holds it from here */
-    if (!view) return declined();
-    PyObject *lane = lane_for(self, view);
+    PyObject *tensor = Py_NewRef(PyList_GET_ITEM(tensors, 0)); /* held while its bytes are in use */
+    PyObject *dtype = NULL, *shape = NULL, *view = tensor_bytes(self, tensor, &dtype, &shape);
+    PyObject *lane = view ? lane_for(self, dtype, shape) : NULL;
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
     if (!lane) {
-        Py_DECREF(view);
+        Py_XDECREF(view);
+        Py_DECREF(tensor);
         return declined();
     }
     PyObject *handed[3] = {lane, view, view};
     PyObject *ran = PyObject_VectorcallMethod(RUN, handed, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     Py_DECREF(lane);
     Py_DECREF(view);
+    Py_DECREF(tensor);
     if (!ran) return -1; /* the call's own failure, raised as the API raises it (group/lanes.py's fallout) */
     int answer = ran == Py_True;
     Py_DECREF(ran);
@@ -204,9 +251,11 @@ static PyTypeObject BlockingAllreduceType = {
 };
 
 int add_group_call_types(PyObject *module) {
-    const char *names[7] = {"asyncOp", "timeout", "reduceOp", "dtype", "shape", "numpy", "run"};
-    PyObject **interned[7] = {&ASYNC_OP, &TIMEOUT, &REDUCE_OP, &DTYPE, &SHAPE, &NUMPY, &RUN};
-    for (int i = 0; i < 7; i++)
+    const char *names[] = {"asyncOp", "timeout",  "reduceOp", "dtype",  "shape",         "run",    "requires_grad",
+                           "is_cpu",  "layout",   "is_neg", "is_contiguous", "nbytes", "data_ptr"};
+    PyObject **interned[] = {&ASYNC_OP, &TIMEOUT, &REDUCE_OP, &DTYPE,  &SHAPE,         &RUN,    &REQUIRES_GRAD,
+                             &IS_CPU,   &LAYOUT,  &IS_NEG, &IS_CONTIGUOUS, &NBYTES, &DATA_PTR};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
     if (PyType_Ready(&BlockingAllreduceType) < 0) return -1;
     Py_INCREF(&BlockingAllreduceType);

@@ -63,8 +63,10 @@ def _blocking_allreduce(group: Group, method: Callable[..., Any]) -> Callable[..
     API keeps for it, everything else to `method`. None without the compiled path."""
     if native.core is None:
         return None
+    numpy_dtypes = {dtype: torch.empty(0, dtype=dtype).numpy().dtype for dtype in numpy_viewed_dtypes(torch)
+                    if not dtype.is_complex}
     return native.core.BlockingAllreduce(group.lanes, coll.all_reduce_lane_key(ReduceOp.SUM), torch.Tensor,
-                                         numpy_viewed_dtypes(torch), _TORCH_SUM, datetime.timedelta(0),
+                                         numpy_dtypes, torch.strided, _TORCH_SUM, datetime.timedelta(0),
                                          weakref.WeakMethod(method))
 
 

@@ -435,7 +435,7 @@ def test_a_torch_groups_compiled_allreduce_hands_what_it_does_not_run_to_the_met
             return "by the method", args, kwargs
 
     group = Group()
-    step = native.core.BlockingAllreduce({}, ("all_reduce",), Group, set(), object(), datetime.timedelta(0),
+    step = native.core.BlockingAllreduce({}, ("all_reduce",), Group, {}, object(), object(), datetime.timedelta(0),
                                          weakref.WeakMethod(group.allreduce))
     assert step([1.0], None) == ("by the method", ([1.0], None), {})  # no options record: not a blocking call
     assert step([1.0]) == ("by the method", ([1.0],), {})

@@ -293,6 +293,14 @@ def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
         pg.allreduce([y], opts)
         return y
 
+    def refused(y: torch.Tensor, call=dist.all_reduce) -> str:  # numpy() refuses these bits, and so does the API
+        try:
+            call(y)
+        except RuntimeError as exc:
+            return "refused: " + ("negative" if "negative bit" in str(exc) else "conjugate" if "conjugate" in str(exc)
+                                  else str(exc))
+        return "taken"
+
     calls = {  # each takes this rank's floats(rank, n) and returns the tensor it reduced
         "repeat": (5, reduced),
         "another_shape_first": (7, reduced),
@@ -307,6 +315,13 @@ def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
         "in_a_tuple": (5, lambda x: (pg.allreduce((x,), blocking), x)[1]),
         "options_of_another_kind": (5, lambda x: through_group(x, types.SimpleNamespace(asyncOp=False))),
         "options_by_keyword": (5, lambda x: (pg.allreduce([x], opts=blocking), x)[1]),
+        "at_an_offset": (6, lambda x: reduced(x[1:])),  # the shape of "repeat", its bytes from the second element
+        "float64_first": (5, lambda x: reduced(x.double())),
+        "float64_again": (5, lambda x: reduced(x.double())),
+        "float32_again": (5, reduced),
+        "negative_bit": (5, lambda x: refused(torch._neg_view(x))),
+        # torch's all_reduce refuses a conjugated tensor itself, so it goes to the group as one
+        "conjugate_bit": (5, lambda x: refused(x.to(torch.complex64).conj(), lambda y: through_group(y, blocking))),
     }
     dist.all_reduce(floats(rank, 5))  # the API's path, which opens the lane for this shape
     through_api = []
@@ -322,7 +337,7 @@ def repeated_blocking_all_reduce(rank: int, size: int) -> dict:
         for name, (n, call) in calls.items():
             del through_api[:]
             result = call(floats(rank, n))
-            out[name] = [len(through_api), result.tolist()]
+            out[name] = [len(through_api), result if isinstance(result, str) else result.tolist()]
     finally:
         collectives.all_reduce = api_all_reduce
     return out
