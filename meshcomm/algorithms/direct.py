@@ -18,6 +18,10 @@ messages these are for small calls.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from meshcomm.algorithms import gather as gathers
+from meshcomm.algorithms import scatter as scatters
 from meshcomm.algorithms._build import StepBuilder, check_collective, check_rank, copy_input_to_output, single_rank
 from meshcomm.algorithms.all_to_all import exchanges_in_steps
 from meshcomm.algorithms.problem import Problem
@@ -194,6 +198,24 @@ def all_to_all(problem: Problem, rank: int) -> Schedule:
     check_collective(problem, "all_to_all")
     check_rank(problem, rank)
     return exchanges_in_steps(problem, rank, max(problem.nranks - 1, 1), "direct")
+
+
+def gather(problem: Problem, rank: int) -> Schedule:
+    """Direct gather: every rank sends its block to the root, which receives each straight into its output.
+
+    As messages, the linear gather's schedule (algorithms/gather.py): 1 step; the root receives
+    T - counts[root] elements in n - 1 messages. On one host it runs on the board.
+    """
+    return replace(gathers.linear(problem, rank), algorithm="direct")
+
+
+def scatter(problem: Problem, rank: int) -> Schedule:
+    """Direct scatter: the root sends every rank its block at once.
+
+    As messages, the linear scatter's schedule (algorithms/scatter.py): 1 step; the root sends
+    T - counts[root] elements in n - 1 messages. On one host it runs on the board.
+    """
+    return replace(scatters.linear(problem, rank), algorithm="direct")
 
 
 def barrier(problem: Problem, rank: int) -> Schedule:

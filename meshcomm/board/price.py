@@ -59,15 +59,17 @@ def _read_and_reduced(problem: Problem, rank: int) -> tuple[int, int]:
         return problem.counts[rank], (n - 1) * problem.counts[rank]
     if c == "broadcast":
         return (problem.count if rank != problem.root else 0), 0
-    return problem.output_count(rank), 0  # all_gather, all_to_all; a barrier reads nothing
+    return problem.output_count(rank), 0  # all_gather, all_to_all, gather, scatter; a barrier reads nothing
 
 
 def _read_by_reference(problem: Problem, rank: int, read: int, reduced: int) -> tuple[int, int]:
     """Of the elements rank reads in a call by reference (`read` and `reduced`, as _read_and_reduced gives
     them), those from its peers' memory and those of its own."""
     c = problem.collective
-    if c == "all_gather":
+    if c == "all_gather" or (c == "gather" and rank == problem.root):
         own = problem.counts[rank]
+    elif c == "scatter":
+        own = problem.counts[rank] if rank == problem.root else 0
     elif c == "all_to_all":
         own = problem.matrix(rank, rank)
     elif reduced:  # a reduction reads every peer's part too, and copies its own (or the result) once

@@ -82,16 +82,21 @@ def published_count(problem: Problem, rank: int) -> int:
 
 @functools.lru_cache(maxsize=1024)
 def own_block(problem: Problem, rank: int) -> tuple[int, int] | None:
-    """The elements [lo, hi) of `rank`'s input that only `rank` reads (its block of an all_to_all or
-    reduce_scatter): a post in a slot leaves them out, and `rank` reads them from its input. None for the other
-    collectives, whose posts are read whole (or not at all)."""
+    """The elements [lo, hi) of `rank`'s input that only `rank` reads (its block of an all_to_all, reduce_scatter
+    or scatter; all of a gather's root's; none of the other members' of a gather or scatter): a post in a slot
+    leaves them out, and `rank` reads them from its input. None for the other collectives, whose posts are read
+    whole (or not at all)."""
     c = problem.collective
     if c == "all_to_all":
         lo = sum(problem.matrix(rank, j) for j in range(rank))
         return lo, lo + problem.matrix(rank, rank)
-    if c == "reduce_scatter":
+    if c == "reduce_scatter" or (c == "scatter" and rank == problem.root):
         lo, hi = problem.offsets()[rank : rank + 2]
         return lo, hi
+    if c == "gather":
+        return (0, problem.counts[rank]) if rank == problem.root else (0, 0)
+    if c == "scatter":
+        return 0, 0
     return None
 
 
@@ -99,9 +104,9 @@ def own_block(problem: Problem, rank: int) -> tuple[int, int] | None:
 def read_from(problem: Problem, rank: int) -> tuple[int, ...]:
     """The members whose slots `rank` reads (and so waits for): everyone, or just the root, or nobody."""
     c, n, root = problem.collective, problem.nranks, problem.root
-    if c == "broadcast":
+    if c in ("broadcast", "scatter"):
         return () if rank == root else (root,)
-    if c == "reduce" and rank != root:
+    if c in ("reduce", "gather") and rank != root:
         return ()
     return tuple(m for m in range(n) if m != rank)
 
@@ -209,10 +214,13 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
         lo, hi = (problem.offsets()[me], problem.offsets()[me + 1]) if c == "reduce_scatter" else (0, problem.count)
     elif c == "broadcast":
         pieces = [problem.root, 0, problem.count, 0] if computes else []
-    elif c == "all_gather":
+    elif c in ("all_gather", "gather") and computes:
         offsets = problem.offsets()
         for member in range(problem.nranks):
             pieces += [member, 0, offsets[member + 1] - offsets[member], offsets[member]]
+    elif c == "scatter":
+        lo, hi = problem.offsets()[me : me + 2]
+        pieces = [problem.root, lo, hi - lo, 0]
     elif c == "all_to_all":
         at, mine = 0, []
         for member in range(problem.nranks):
@@ -533,6 +541,16 @@ def _all_gather(problem: Problem, me: int) -> Callable:
     return compute
 
 
+def _gather(problem: Problem, me: int) -> Callable:
+    return _all_gather(problem, me) if me == problem.root else _nothing
+
+
+def _scatter(problem: Problem, me: int) -> Callable:
+    root = problem.root
+    lo = problem.offsets()[me]
+    return lambda posts, out, combine: posts.copy(root, lo, out)
+
+
 def _reduce_scatter(problem: Problem, me: int) -> Callable:
     n = problem.nranks
     lo, hi = problem.offsets()[me : me + 2]
@@ -570,6 +588,8 @@ _COMPUTE = {
     "all_gather": _all_gather,
     "reduce_scatter": _reduce_scatter,
     "all_to_all": _all_to_all,
+    "gather": _gather,
+    "scatter": _scatter,
     "barrier": _barrier,
 }
 COLLECTIVES = frozenset(_COMPUTE)

@@ -81,6 +81,16 @@ def every_collective_direct(counts: tuple, group=None) -> list[str]:
             dist.broadcast(b, group_src=root, group=group, algorithm="direct")
             if not np.array_equal(b, values(root, count)):
                 wrong.append(f"broadcast {count} root {root}")
+            # A gather's root posts nothing (its own block is its input), a scatter's root its input less its block
+            blocks = [np.full(count, -1, np.int64) for _ in range(n)] if rank == root else None
+            dist.gather(values(rank, count, salt=2), blocks, group_dst=root, group=group, algorithm="direct")
+            if rank == root and not all(np.array_equal(blocks[q], values(q, count, salt=2)) for q in range(n)):
+                wrong.append(f"gather {count} root {root}")
+            mine = np.full(count, -1, np.int64)
+            parts = [values(root, count, salt=3 + q) for q in range(n)] if rank == root else None
+            dist.scatter(mine, parts, group_src=root, group=group, algorithm="direct")
+            if not np.array_equal(mine, values(root, count, salt=3 + rank)):
+                wrong.append(f"scatter {count} root {root}")
         per = count // n + 1
         gathered = [np.zeros(per + q, np.int64) for q in range(n)]  # uneven: rank q gives per + q elements
         dist.all_gather(gathered, values(rank, per + rank), group=group, algorithm="direct")
@@ -110,7 +120,7 @@ def test_every_direct_collective_matches_numpy_on_the_board_in_slots_and_by_refe
     assert cluster.run(board_in_use) == [cluster.size > 1] * cluster.size
     assert cluster.run(board_file_left) == [False] * cluster.size
     before = cluster.run(board_posts)
-    calls = 6 + 2 * cluster.size + 1 if cluster.size > 1 else 0  # 7 collectives, from every root, the barrier
+    calls = 6 + 4 * cluster.size + 1 if cluster.size > 1 else 0  # 9 collectives, from every root, the barrier
     for count in (LARGE_COUNT, STAGED_COUNT, UNSTAGED_COUNT):
         assert cluster.run(every_collective_direct, (count,), timeout=120) == [[]] * cluster.size
         after = cluster.run(board_posts)
