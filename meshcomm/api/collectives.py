@@ -280,11 +280,13 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
             same_dtype(out, buf, f"gather gather_list[{i}] and tensor")
             if out.count != buf.count:
                 raise ValueError(f"gather_list[{i}] must have {buf.count} elements like tensor, got {out.count}")
-        output = np.empty(problem.total, dtype=buf.flat.dtype)
+        span = _one_span(outs)
+        output = span if span is not None else np.empty(problem.total, dtype=buf.flat.dtype)
 
-        def finish() -> None:
+        def finish() -> None:  # it also holds the blocks a span writes into until the call is done
             for r, out in enumerate(outs):
-                out.flat[...] = output[r * buf.count : (r + 1) * buf.count]
+                if span is None:
+                    out.flat[...] = output[r * buf.count : (r + 1) * buf.count]
                 out.finish()
     else:
         if gather_list:
@@ -309,13 +311,38 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             same_dtype(item, out, f"scatter scatter_list[{i}] and tensor")
             if item.count != out.count:
                 raise ValueError(f"scatter_list[{i}] must have {out.count} elements like tensor, got {item.count}")
-        joined = np.concatenate([item.flat for item in ins])
+        span = _one_span(ins)
+        joined = span if span is not None else np.concatenate([item.flat for item in ins])
+        finish = _then(lambda: ins, out.finish)  # holds the blocks a span reads until the call is done
     else:
         if scatter_list:
             raise ValueError(f"scatter_list must be given on the source rank only (src={g.ranks[root]})")
-        joined = np.empty(0, dtype=out.flat.dtype)
+        joined, finish = np.empty(0, dtype=out.flat.dtype), _finishing(out)
     buffers = {"input": joined, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name, "none", None, algorithm, _finishing(out), timeout), async_op)
+    return g.collective(Call(problem, buffers, out.dtype_name, "none", None, algorithm, finish, timeout), async_op)
+
+
+# Blocks of at least this many bytes in all are looked at for lying one after another (_one_span): asking each
+# for its address costs about a microsecond, which a copy of that many bytes outweighs.
+_SPAN_FROM_BYTES = 256 << 10
+
+
+def _one_span(blocks: list[Buffer]) -> np.ndarray | None:
+    """The blocks' memory as one flat array when they lie one after another, as the chunks of one tensor do: a
+    gather writes straight into them and a scatter reads them where they are. None when they do not, when some
+    block is a copy (written back later), or when they are too small to be worth asking."""
+    first = blocks[0].flat
+    if sum(block.flat.nbytes for block in blocks) < _SPAN_FROM_BYTES or any(b.writeback for b in blocks):
+        return None
+    start = end = first.__array_interface__["data"][0]
+    for block in blocks:
+        if block.flat.__array_interface__["data"][0] != end:
+            return None
+        end += block.flat.nbytes
+    # Every byte of the span is one of the blocks' (they are alive for the call), so the view reads and writes
+    # nothing else.
+    return np.lib.stride_tricks.as_strided(first, shape=((end - start) // first.itemsize,),
+                                           strides=(first.itemsize,), writeable=first.flags.writeable)
 
 
 def _splits(sizes, name: str, total: int, size: int, row: int) -> list[int]:

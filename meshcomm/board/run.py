@@ -271,7 +271,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     board.yielding = not plan.long_copies
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
-                   byte_view(output) if writes else None, None if by_reference else left_out)
+                   byte_view(output) if writes else None, left_out)
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:

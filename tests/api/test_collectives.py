@@ -89,6 +89,49 @@ def gather_scatter_cases(root: int) -> bool:
     return bool(ok and np.array_equal(out, data(rank, 4, np.float32, salt=9)))
 
 
+SPAN_COUNT = 70_000  # float32s per block: the blocks hold more than collectives._SPAN_FROM_BYTES in all
+
+
+def blocks_of(layout: str, size: int, fill: float) -> tuple[np.ndarray | None, list[np.ndarray]]:
+    """(the array they are views of, or None) and `size` blocks of SPAN_COUNT float32s laid out as `layout` says."""
+    if layout == "separate":
+        return None, [np.full(SPAN_COUNT, fill, np.float32) for _ in range(size)]
+    whole = np.full((size + 1) * SPAN_COUNT, fill, np.float32)
+    at = {"in_order": range(size), "reversed": range(size - 1, -1, -1), "gapped": range(0, 2 * size, 2)}[layout]
+    stride = SPAN_COUNT // 2 if layout == "gapped" else SPAN_COUNT
+    return whole, [whole[i * stride : i * stride + SPAN_COUNT] for i in at]
+
+
+def gather_scatter_blocks_cases(root: int, layout: str, in_place: bool) -> bool:
+    """A gather into and a scatter from blocks laid out as `layout` says; with `in_place`, the root's own tensor is
+    its block of the list. Results, the list's untouched memory and the scatter's list are checked."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    whole, bucket = blocks_of(layout, size, -1.0)
+    mine = data(rank, SPAN_COUNT, np.float32)
+    if rank == root and in_place:
+        bucket[root][...] = mine
+        mine = bucket[root]
+    before = None if whole is None else whole.copy()
+    dist.gather(mine, bucket if rank == root else None, dst=root)
+    ok = True
+    if rank == root:
+        ok = all(np.array_equal(bucket[r], data(r, SPAN_COUNT, np.float32)) for r in range(size))
+        if whole is not None:  # nothing of the array but the blocks is written
+            outside = np.ones(whole.size, bool)
+            for block in bucket:
+                start = (block.__array_interface__["data"][0] - whole.__array_interface__["data"][0]) // 4
+                outside[start : start + block.size] = False
+            ok = ok and np.array_equal(whole[outside], before[outside])
+    whole, pieces = blocks_of(layout, size, 0.0)
+    for r, piece in enumerate(pieces):
+        piece[...] = data(r, SPAN_COUNT, np.float32, salt=5)
+    sent = None if whole is None else whole.copy()
+    out = pieces[root] if rank == root and in_place else np.zeros(SPAN_COUNT, np.float32)
+    dist.scatter(out, pieces if rank == root else None, src=root)
+    ok = ok and np.array_equal(out, data(rank, SPAN_COUNT, np.float32, salt=5))
+    return bool(ok and (rank != root or whole is None or np.array_equal(whole, sent)))
+
+
 def all_to_all_cases() -> bool:
     rank, size = dist.get_rank(), dist.get_world_size()
     # even splits: rows of a (size*2, 3) matrix
@@ -232,6 +275,34 @@ def test_reduce_scatter_tensor_and_uneven_list_form(cluster, count):
 def test_gather_and_scatter_at_every_root(cluster):
     for root in range(cluster.size):
         assert all(cluster.run(gather_scatter_cases, root))
+
+
+@pytest.mark.parametrize("layout", ["in_order", "reversed", "gapped", "separate"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_gather_and_scatter_of_large_blocks_however_they_lie(cluster, layout, in_place):
+    for root in range(cluster.size):
+        assert all(cluster.run(gather_scatter_blocks_cases, root, layout, in_place))
+
+
+def test_gather_and_scatter_take_blocks_lying_one_after_another_as_one_span():
+    from meshcomm.api.collectives import _one_span
+    from meshcomm.api.tensors import as_buffer
+
+    whole = np.arange(3 * SPAN_COUNT, dtype=np.float32)
+    thirds = [as_buffer(whole[i * SPAN_COUNT : (i + 1) * SPAN_COUNT], "block") for i in range(3)]
+    span = _one_span(thirds)
+    assert span is not None and span.size == whole.size and np.shares_memory(span, whole)
+    assert np.array_equal(span, whole) and span.flags.writeable
+    assert _one_span(thirds[::-1]) is None  # out of order
+    assert _one_span([thirds[0], thirds[2]]) is None  # a gap
+    small = np.arange(30, dtype=np.float32)
+    assert _one_span([as_buffer(small[:15], "block"), as_buffer(small[15:], "block")]) is None  # not worth asking
+    copied = as_buffer(whole[: 2 * SPAN_COUNT].reshape(2, SPAN_COUNT)[:, ::2], "block", writable=True)
+    assert copied.writeback is not None and _one_span([copied, thirds[2]]) is None  # a copy is no span of the user's
+    read_only = whole[:]
+    read_only.flags.writeable = False
+    halves = [as_buffer(read_only[i * SPAN_COUNT : (i + 1) * SPAN_COUNT], "block") for i in range(2)]
+    assert not _one_span(halves).flags.writeable
 
 
 def test_all_to_all_even_uneven_and_list(cluster):

@@ -144,10 +144,29 @@ def posts_staged(count: int) -> list[bool] | None:
     return [board._references[m][slot][1] == 0 for m in range(n) if m != rank]
 
 
+def all_to_all_posts_staged(count: int) -> list[bool] | None:
+    """posts_staged for an all_to_all in which every rank posts at least `count` int64s, a block of them its own."""
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    block = count // n + 1
+    target = np.empty(block * n, np.int64)
+    dist.all_to_all_single(target, np.concatenate([values(rank, block, salt=j) for j in range(n)]), algorithm="direct")
+    assert np.array_equal(target, np.concatenate([values(q, block, salt=rank) for q in range(n)]))
+    board = resolve_group(None).seat._board
+    if board is None:
+        return None
+    slot = board._turns.current
+    return [board._references[m][slot][1] == 0 for m in range(n) if m != rank]
+
+
 def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_read_where_they_are(cluster) -> None:
     for count, staged in ((LARGE_COUNT, False), (STAGED_COUNT, True), (UNSTAGED_COUNT, False)):
         results = cluster.run(posts_staged, count, timeout=120)
         assert results == ([None] if cluster.size == 1 else [[staged] * (cluster.size - 1)] * cluster.size)
+    # Each reader reads only its block of an all_to_all's post: staging the whole would come before any read.
+    results = cluster.run(all_to_all_posts_staged, STAGED_COUNT, timeout=120)
+    assert results == ([None] if cluster.size == 1 else [[False] * (cluster.size - 1)] * cluster.size)
 
 
 def own_blocks_left_out_of_slots() -> tuple[list[str], int]:

@@ -268,6 +268,26 @@ def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read
             board.close()
 
 
+def test_a_post_by_reference_leaving_a_block_out_is_read_where_it_is_and_one_leaving_none_is_staged() -> None:
+    path = os.path.join(DIRECTORY, f"meshcomm-test-left-out-board-{os.getpid()}")
+    members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000, stage_from=500)
+               for member in range(2)]
+    members[0].unlink()
+    poster, reader = members[1], members[0]
+    try:
+        target = bytearray(300)
+        for seq, left_out, staged in ((5, (100, 200), False), (6, (0, 0), True)):
+            payload = np.full(600, seq, np.uint8)  # a size that is staged, but for the block left out
+            poster.post(1, seq, PRINT, memoryview(payload), spin=0.0, deadline=float("inf"),
+                        between=lambda missing: pytest.fail("waited"), by_reference=True, left_out=left_out)
+            payload[:] = 0  # a staged post's readers see what was posted, the others the poster's memory
+            reader.read_into(1, seq, 300, memoryview(target))
+            assert bytes(target) == bytes([seq if staged else 0] * 300)
+    finally:
+        for board in members:
+            board.close()
+
+
 def test_a_board_has_no_staging_area_of_negative_size() -> None:
     for stage_bytes, stage_from in ((-1, 0), (64, -1)):
         with pytest.raises(ValueError, match=f"cannot be negative, got {stage_bytes} and {stage_from} bytes"):
