@@ -271,7 +271,8 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     board.yielding = not plan.long_copies
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
-                   byte_view(output) if writes else None, left_out)
+                   byte_view(output) if writes else None, None if by_reference else left_out,
+                   may_stage(plan))
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:
@@ -329,6 +330,15 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
                    lambda member, exc: _poster_lost(member, exc, deadline, between))
     plan.compute(posts, target, combine)
     return target
+
+
+def may_stage(plan: Plan) -> bool:
+    """Whether this rank's post by reference may be staged (segment.py's post): not when it reads nothing and
+    leaves a block of its own out (a scatter's root). Each reader then reads only its part, and staging the
+    whole would come before any of them could start, with nothing of this rank's to do meanwhile (docs/board.md).
+    native/_core.c decides alike."""
+    own = plan.own_blocks[plan.me] if plan.own_blocks is not None else None
+    return bool(plan.read) or own is None or own[0] == own[1]
 
 
 def compiled_takes(plan: Plan, buffers: dict) -> bool:

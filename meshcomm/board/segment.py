@@ -193,17 +193,16 @@ class Board:
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
              between, by_reference: bool = False, output: memoryview | None = None,
-             left_out: tuple[int, int] | None = None) -> None:
+             left_out: tuple[int, int] | None = None, stage: bool = True) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
-        caller keeps it unchanged until its readers have finished (wait_finished). Unless the members write
-        into its output or it leaves bytes out, a payload of `stage_from` to `stage_bytes` is copied into this
-        member's staging area instead, and the address published is 0. `output` (by reference only): where the
-        members may write this member's results (write_into), also until they finish. `left_out`: bytes
-        [start, stop) of `payload` that nobody reads. A slot skips them, holding the bytes after them straight
-        after the bytes before them; a post by reference that has them is not staged, since each reader reads
-        only its part, and a copy of the whole would come before any of them.
+        caller keeps it unchanged until its readers have finished (wait_finished). When `stage` and unless the
+        members write into its output, a payload of `stage_from` to `stage_bytes` is copied into this member's
+        staging area instead, and the address published is 0. `output` (by reference only): where the members
+        may write this member's results (write_into), also until they finish. `left_out` (in a slot only):
+        bytes [start, stop) of `payload` that nobody reads, which the slot skips, holding the bytes after them
+        straight after the bytes before them.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -223,8 +222,7 @@ class Board:
         reference = self._references[me][slot]
         nbytes = payload.nbytes
         if by_reference:
-            whole = left_out is None or left_out[0] == left_out[1]
-            if output is None and whole and self.stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
+            if stage and output is None and self.stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
                 self._stages[me][:nbytes] = payload
                 reference[1] = 0
             else:

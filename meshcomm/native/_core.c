@@ -905,9 +905,9 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     Py_ssize_t nbytes = p->published * item;
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
         nbytes = p->own_lo >= 0 ? in->len : nbytes;
-        /* see segment.py; a post with a block of its own left out is read in parts, each by one reader */
-        int whole = p->own_lo < 0 || p->own_hi == p->own_lo;
-        int staged = !p->writes && whole && nbytes >= b->stage_from && nbytes <= b->stage_bytes;
+        /* see segment.py (stage) and board/run.py (may_stage) */
+        int may_stage = p->nread > 0 || p->own_lo < 0 || p->own_hi == p->own_lo;
+        int staged = !p->writes && may_stage && nbytes >= b->stage_from && nbytes <= b->stage_bytes;
         if (staged) {
             Py_BEGIN_ALLOW_THREADS memcpy(stage_of(b, me), input, nbytes);
             Py_END_ALLOW_THREADS

@@ -160,13 +160,32 @@ def all_to_all_posts_staged(count: int) -> list[bool] | None:
     return [board._references[m][slot][1] == 0 for m in range(n) if m != rank]
 
 
+def scatter_root_post_staged(count: int) -> bool | None:
+    """After a scatter from rank 0 whose input is at least `count` int64s (results checked): whether rank 0's post
+    was staged, as a reader finds it; None on rank 0 and without a board."""
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    block = count // n + 1
+    mine = np.empty(block, np.int64)
+    dist.scatter(mine, [values(0, block, salt=q) for q in range(n)] if rank == 0 else None, src=0,
+                 algorithm="direct")
+    assert np.array_equal(mine, values(0, block, salt=rank))
+    board = resolve_group(None).seat._board
+    if board is None or rank == 0:
+        return None
+    return board._references[0][board._turns.current][1] == 0
+
+
 def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_read_where_they_are(cluster) -> None:
     for count, staged in ((LARGE_COUNT, False), (STAGED_COUNT, True), (UNSTAGED_COUNT, False)):
         results = cluster.run(posts_staged, count, timeout=120)
         assert results == ([None] if cluster.size == 1 else [[staged] * (cluster.size - 1)] * cluster.size)
-    # Each reader reads only its block of an all_to_all's post: staging the whole would come before any read.
+    # An all_to_all's posts leave out their posters' own blocks, and are staged as well.
     results = cluster.run(all_to_all_posts_staged, STAGED_COUNT, timeout=120)
-    assert results == ([None] if cluster.size == 1 else [[False] * (cluster.size - 1)] * cluster.size)
+    assert results == ([None] if cluster.size == 1 else [[True] * (cluster.size - 1)] * cluster.size)
+    # A scatter's root reads nothing, and each reader only its block: staging the whole would only delay them.
+    assert cluster.run(scatter_root_post_staged, STAGED_COUNT, timeout=120) == [None] + [False] * (cluster.size - 1)
 
 
 def own_blocks_left_out_of_slots() -> tuple[list[str], int]:

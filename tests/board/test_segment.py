@@ -268,18 +268,18 @@ def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read
             board.close()
 
 
-def test_a_post_by_reference_leaving_a_block_out_is_read_where_it_is_and_one_leaving_none_is_staged() -> None:
-    path = os.path.join(DIRECTORY, f"meshcomm-test-left-out-board-{os.getpid()}")
+def test_a_post_by_reference_of_a_staged_size_not_to_be_staged_is_read_where_it_is() -> None:
+    path = os.path.join(DIRECTORY, f"meshcomm-test-unstaged-board-{os.getpid()}")
     members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000, stage_from=500)
                for member in range(2)]
     members[0].unlink()
     poster, reader = members[1], members[0]
     try:
         target = bytearray(300)
-        for seq, left_out, staged in ((5, (100, 200), False), (6, (0, 0), True)):
-            payload = np.full(600, seq, np.uint8)  # a size that is staged, but for the block left out
+        for seq, staged in ((5, False), (6, True)):
+            payload = np.full(600, seq, np.uint8)  # a size that is staged, unless the poster says not to
             poster.post(1, seq, PRINT, memoryview(payload), spin=0.0, deadline=float("inf"),
-                        between=lambda missing: pytest.fail("waited"), by_reference=True, left_out=left_out)
+                        between=lambda missing: pytest.fail("waited"), by_reference=True, stage=staged)
             payload[:] = 0  # a staged post's readers see what was posted, the others the poster's memory
             reader.read_into(1, seq, 300, memoryview(target))
             assert bytes(target) == bytes([seq if staged else 0] * 300)
