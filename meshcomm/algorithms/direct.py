@@ -203,8 +203,9 @@ def all_to_all(problem: Problem, rank: int) -> Schedule:
 def gather(problem: Problem, rank: int) -> Schedule:
     """Direct gather: every rank sends its block to the root, which receives each straight into its output.
 
-    As messages, the linear gather's schedule (algorithms/gather.py): 1 step; the root receives
-    T - counts[root] elements in n - 1 messages. On one host it runs on the board.
+    As messages, the linear gather's schedule (algorithms/gather.py). On one host it runs on the board.
+
+    Cost: 1 step; the root receives T - counts[root] elements in n - 1 messages; nothing is reduced.
     """
     return replace(gathers.linear(problem, rank), algorithm="direct")
 
@@ -212,8 +213,9 @@ def gather(problem: Problem, rank: int) -> Schedule:
 def scatter(problem: Problem, rank: int) -> Schedule:
     """Direct scatter: the root sends every rank its block at once.
 
-    As messages, the linear scatter's schedule (algorithms/scatter.py): 1 step; the root sends
-    T - counts[root] elements in n - 1 messages. On one host it runs on the board.
+    As messages, the linear scatter's schedule (algorithms/scatter.py). On one host it runs on the board.
+
+    Cost: 1 step; the root sends T - counts[root] elements in n - 1 messages; nothing is reduced.
     """
     return replace(scatters.linear(problem, rank), algorithm="direct")
 

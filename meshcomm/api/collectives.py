@@ -280,7 +280,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
             same_dtype(out, buf, f"gather gather_list[{i}] and tensor")
             if out.count != buf.count:
                 raise ValueError(f"gather_list[{i}] must have {buf.count} elements like tensor, got {out.count}")
-        span = _one_span(outs)
+        span = _one_span(outs, buf.flat.dtype)
         output = span if span is not None else np.empty(problem.total, dtype=buf.flat.dtype)
 
         def finish() -> None:  # it also holds the blocks a span writes into until the call is done
@@ -311,9 +311,9 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             same_dtype(item, out, f"scatter scatter_list[{i}] and tensor")
             if item.count != out.count:
                 raise ValueError(f"scatter_list[{i}] must have {out.count} elements like tensor, got {item.count}")
-        span = _one_span(ins)
+        span = _one_span(ins, out.flat.dtype)
         joined = span if span is not None else np.concatenate([item.flat for item in ins])
-        finish = _then(lambda: ins, out.finish)  # holds the blocks a span reads until the call is done
+        finish = _finishing(out) if span is None else _holding(ins, out)
     else:
         if scatter_list:
             raise ValueError(f"scatter_list must be given on the source rank only (src={g.ranks[root]})")
@@ -323,16 +323,29 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
 
 
 # Blocks of at least this many bytes in all are looked at for lying one after another (_one_span): asking each
-# for its address costs about a microsecond, which a copy of that many bytes outweighs.
+# for its address costs more than copying a small block.
 _SPAN_FROM_BYTES = 256 << 10
 
 
-def _one_span(blocks: list[Buffer]) -> np.ndarray | None:
-    """The blocks' memory as one flat array when they lie one after another, as the chunks of one tensor do: a
-    gather writes straight into them and a scatter reads them where they are. None when they do not, when some
-    block is a copy (written back later), or when they are too small to be worth asking."""
+def _holding(blocks: list[Buffer], out: Buffer):
+    """What completes a scatter whose root reads its blocks where they are: `out`'s copy back, and the blocks
+    held until then (an async call's caller may drop them)."""
+
+    def finish() -> None:
+        out.finish()
+
+    finish.holds = blocks  # type: ignore[attr-defined]
+    return finish
+
+
+def _one_span(blocks: list[Buffer], dtype: np.dtype) -> np.ndarray | None:
+    """The blocks' memory as one flat array of `dtype` when they lie one after another, as the chunks of one
+    tensor do: a gather writes straight into them and a scatter reads them where they are. None when they do
+    not, when one holds another dtype (the same name in another byte order) or is a copy (written back later),
+    or when they are too small to be worth asking."""
     first = blocks[0].flat
-    if sum(block.flat.nbytes for block in blocks) < _SPAN_FROM_BYTES or any(b.writeback for b in blocks):
+    if (sum(block.flat.nbytes for block in blocks) < _SPAN_FROM_BYTES
+            or any(b.writeback or b.flat.dtype != dtype for b in blocks)):
         return None
     start = end = first.__array_interface__["data"][0]
     for block in blocks:

@@ -48,8 +48,8 @@ def runs_on_board(problem: Problem, algorithm: str, itemsize: int, hosts: Sequen
 
 
 def _read_and_reduced(problem: Problem, rank: int) -> tuple[int, int]:
-    """Elements rank copies into its output (out of the board's slots; its own block of an all_to_all or
-    reduce_scatter out of its input), and elements it reduces (straight from the slots)."""
+    """Elements rank copies into its output (out of the board's slots; its own block of an all_to_all,
+    reduce_scatter, gather or scatter out of its input), and elements it reduces (straight from the slots)."""
     c, n = problem.collective, problem.nranks
     if c in ("all_reduce", "reduce"):
         if c == "reduce" and rank != problem.root:

@@ -1,8 +1,9 @@
 """The `direct` algorithms run on a group's board (meshcomm/board/segment.py).
 
 Every rank publishes what its peers need from it (its input, in a slot
-less the block of an all_to_all or reduce_scatter that only it reads and
-takes from its input itself; or nothing when nobody reads it), waits until
+less the block of an all_to_all, reduce_scatter or scatter that only it
+reads and takes from its input itself; or nothing when nobody reads it, as
+a gather's root), waits until
 every rank has published the same call, checks that they all called the
 same collective, and computes its output from the published bytes exactly
 as the `direct` schedule does: contributions combined in rank order, so
@@ -15,8 +16,9 @@ from the poster's buffer, and the poster waits for them to finish before it
 returns, a second synchronisation that costs less than the copy it saves.
 A rank whose output overlaps what it reads in place (what it posted by
 reference, as an in-place all_reduce does; its own block of a
-reduce_scatter) computes into a scratch array and copies it over once its
-readers are done.
+reduce_scatter or scatter) computes into a scratch array and copies it over
+once its readers are done; an all_to_all and a gather copy their own block
+first instead.
 
 The two-shot all-reduce (algorithms/direct.py) goes by reference at every
 size: each rank posts its input and its output, reads its block of every
@@ -65,8 +67,8 @@ _PIECE_BYTES = 256 << 10
 ALGORITHMS = frozenset({"direct", "two_shot"})
 _NOTHING = memoryview(b"")
 # The collectives whose computation copies this rank's own block (own_block) before anything else
-# (_all_to_all), so an output over it cannot overwrite it before it is read.
-_OWN_BLOCK_FIRST = frozenset({"all_to_all"})
+# (_all_to_all, _gather), so an output over it cannot overwrite it before it is read.
+_OWN_BLOCK_FIRST = frozenset({"all_to_all", "gather"})
 
 
 def published_count(problem: Problem, rank: int) -> int:
@@ -216,11 +218,12 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
         pieces = [problem.root, 0, problem.count, 0] if computes else []
     elif c in ("all_gather", "gather") and computes:
         offsets = problem.offsets()
-        for member in range(problem.nranks):
+        members = sorted(range(problem.nranks), key=lambda member: member != me)  # its own block first (_gather)
+        for member in members:
             pieces += [member, 0, offsets[member + 1] - offsets[member], offsets[member]]
     elif c == "scatter":
-        lo, hi = problem.offsets()[me : me + 2]
-        pieces = [problem.root, lo, hi - lo, 0]
+        start, stop = problem.offsets()[me : me + 2]
+        pieces = [problem.root, start, stop - start, 0]
     elif c == "all_to_all":
         at, mine = 0, []
         for member in range(problem.nranks):
@@ -334,9 +337,9 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
 
 def may_stage(plan: Plan) -> bool:
     """Whether this rank's post by reference may be staged (segment.py's post): not when it reads nothing and
-    leaves a block of its own out (a scatter's root). Each reader then reads only its part, and staging the
-    whole would come before any of them could start, with nothing of this rank's to do meanwhile (docs/board.md).
-    native/_core.c decides alike."""
+    leaves a block of its own out (a scatter's root, unless its own block is empty). Each reader then reads only
+    its part, and staging the whole would come before any of them could start, with nothing of this rank's to do
+    meanwhile (docs/board.md). native/_core.c decides alike."""
     own = plan.own_blocks[plan.me] if plan.own_blocks is not None else None
     return bool(plan.read) or own is None or own[0] == own[1]
 
@@ -552,7 +555,17 @@ def _all_gather(problem: Problem, me: int) -> Callable:
 
 
 def _gather(problem: Problem, me: int) -> Callable:
-    return _all_gather(problem, me) if me == problem.root else _nothing
+    if me != problem.root:
+        return _nothing
+    offsets = problem.offsets()
+    # Its own block first: its input, which may be another member's block of the output (_OWN_BLOCK_FIRST).
+    blocks = sorted(((m, offsets[m], offsets[m + 1]) for m in range(problem.nranks)), key=lambda b: b[0] != me)
+
+    def compute(posts, out, combine) -> None:
+        for member, lo, hi in blocks:
+            posts.copy(member, 0, out[lo:hi])
+
+    return compute
 
 
 def _scatter(problem: Problem, me: int) -> Callable:

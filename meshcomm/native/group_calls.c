@@ -7,7 +7,7 @@
  * would, and hands the tensor's bytes to the lane the API keeps for the same key. Everything else it hands,
  * before anything moves, to the group's Python method, which runs the call.
  *
- * The bytes are a memoryview of the tensor's memory, made from its attributes: tensor.numpy() detaches the tensor
+ * The bytes are the tensor's memory, found from its attributes (TensorBytes): tensor.numpy() detaches the tensor
  * first, which costs more than the rest of this step's reading. So the step declines what numpy() refuses (grad,
  * another device or layout, the negative bit), and what a lane does not take (memory out of order, no elements)
  * as well. It takes no complex dtype, so no conjugate bit: torch's all_reduce hands a complex tensor over as a
@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-static PyObject *ASYNC_OP, *TIMEOUT, *REDUCE_OP, *DTYPE, *SHAPE, *RUN, *REQUIRES_GRAD, *IS_CPU, *LAYOUT, 
+static PyObject *ASYNC_OP, *TIMEOUT, *REDUCE_OP, *DTYPE, *SHAPE, *RUN, *REQUIRES_GRAD, *IS_CPU, *LAYOUT,
     *IS_NEG, *IS_CONTIGUOUS, *NBYTES, *DATA_PTR;
 
 typedef struct {
@@ -108,8 +108,36 @@ static int attribute_is(PyObject *tensor, PyObject *name, int call, PyObject *wa
     return is;
 }
 
-/* A writable memoryview of the tensor's bytes when a lane may take them, with the tensor's dtype and shape (new
- * references); NULL when not, an error set or not. The caller holds the tensor while the view is used. */
+/* The bytes of a tensor, exported through the buffer protocol by an object that holds the tensor: an array a
+ * failed call's Python path makes over them (group/lanes.py's fallout), kept by an exception, keeps it alive. */
+typedef struct {
+    PyObject_HEAD PyObject *tensor;
+    void *memory;
+    Py_ssize_t length;
+} TensorBytesObject;
+
+static void tensor_bytes_dealloc(TensorBytesObject *self) {
+    Py_XDECREF(self->tensor);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int tensor_bytes_getbuffer(TensorBytesObject *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->memory, self->length, 0, flags);
+}
+
+static PyBufferProcs tensor_bytes_buffer = {.bf_getbuffer = (getbufferproc)tensor_bytes_getbuffer};
+
+static PyTypeObject TensorBytesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "meshcomm.native._core.TensorBytes",
+    .tp_basicsize = sizeof(TensorBytesObject),
+    .tp_dealloc = (destructor)tensor_bytes_dealloc,
+    .tp_as_buffer = &tensor_bytes_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A CPU tensor's bytes, writable, for a lane to run on.",
+};
+
+/* The tensor's bytes (a TensorBytes) when a lane may take them, with the tensor's dtype and shape (new
+ * references); NULL when not, an error set or not. */
 static PyObject *tensor_bytes(BlockingAllreduceObject *self, PyObject *tensor, PyObject **dtype, PyObject **shape) {
     if ((PyObject *)Py_TYPE(tensor) != self->tensor_type) return NULL;
     struct {
@@ -132,12 +160,16 @@ static PyObject *tensor_bytes(BlockingAllreduceObject *self, PyObject *tensor, P
         Py_CLEAR(*dtype);
         return NULL;
     }
-    PyObject *view = PyMemoryView_FromMemory(memory, length, PyBUF_WRITE);
+    TensorBytesObject *view = PyObject_New(TensorBytesObject, &TensorBytesType);
     if (!view) {
         Py_CLEAR(*dtype);
         Py_CLEAR(*shape);
+        return NULL;
     }
-    return view;
+    view->tensor = Py_NewRef(tensor);
+    view->memory = memory;
+    view->length = length;
+    return (PyObject *)view;
 }
 
 /* The lane the API keeps for a tensor of this torch dtype and shape (api/collectives.all_reduce's key, with the
@@ -181,7 +213,7 @@ static int declined(void) {
 static int run_on_lane(BlockingAllreduceObject *self, PyObject *tensors, PyObject *opts) {
     if (!PyList_CheckExact(tensors) || PyList_GET_SIZE(tensors) != 1 || opts == Py_None) return 0;
     if (plain_options(self, opts) <= 0) return declined();
-    PyObject *tensor = Py_NewRef(PyList_GET_ITEM(tensors, 0)); /* held while its bytes are in use */
+    PyObject *tensor = Py_NewRef(PyList_GET_ITEM(tensors, 0));
     PyObject *dtype = NULL, *shape = NULL, *view = tensor_bytes(self, tensor, &dtype, &shape);
     PyObject *lane = view ? lane_for(self, dtype, shape) : NULL;
     Py_XDECREF(dtype);
@@ -257,7 +289,7 @@ int add_group_call_types(PyObject *module) {
                              &IS_CPU,   &LAYOUT,  &IS_NEG, &IS_CONTIGUOUS, &NBYTES, &DATA_PTR};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
-    if (PyType_Ready(&BlockingAllreduceType) < 0) return -1;
+    if (PyType_Ready(&TensorBytesType) < 0 || PyType_Ready(&BlockingAllreduceType) < 0) return -1;
     Py_INCREF(&BlockingAllreduceType);
     if (PyModule_AddObject(module, "BlockingAllreduce", (PyObject *)&BlockingAllreduceType) < 0) {
         Py_DECREF(&BlockingAllreduceType);

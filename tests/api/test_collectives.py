@@ -96,9 +96,9 @@ def blocks_of(layout: str, size: int, fill: float) -> tuple[np.ndarray | None, l
     """(the array they are views of, or None) and `size` blocks of SPAN_COUNT float32s laid out as `layout` says."""
     if layout == "separate":
         return None, [np.full(SPAN_COUNT, fill, np.float32) for _ in range(size)]
-    whole = np.full((size + 1) * SPAN_COUNT, fill, np.float32)
-    at = {"in_order": range(size), "reversed": range(size - 1, -1, -1), "gapped": range(0, 2 * size, 2)}[layout]
-    stride = SPAN_COUNT // 2 if layout == "gapped" else SPAN_COUNT
+    stride = SPAN_COUNT + 100 if layout == "gapped" else SPAN_COUNT  # 100 elements between gapped blocks
+    whole = np.full(size * stride, fill, np.float32)
+    at = range(size - 1, -1, -1) if layout == "reversed" else range(size)
     return whole, [whole[i * stride : i * stride + SPAN_COUNT] for i in at]
 
 
@@ -288,21 +288,25 @@ def test_gather_and_scatter_take_blocks_lying_one_after_another_as_one_span():
     from meshcomm.api.collectives import _one_span
     from meshcomm.api.tensors import as_buffer
 
+    f4 = np.dtype(np.float32)
     whole = np.arange(3 * SPAN_COUNT, dtype=np.float32)
     thirds = [as_buffer(whole[i * SPAN_COUNT : (i + 1) * SPAN_COUNT], "block") for i in range(3)]
-    span = _one_span(thirds)
+    span = _one_span(thirds, f4)
     assert span is not None and span.size == whole.size and np.shares_memory(span, whole)
     assert np.array_equal(span, whole) and span.flags.writeable
-    assert _one_span(thirds[::-1]) is None  # out of order
-    assert _one_span([thirds[0], thirds[2]]) is None  # a gap
+    assert _one_span(thirds[::-1], f4) is None  # out of order
+    assert _one_span([thirds[0], thirds[2]], f4) is None  # a gap
+    swapped = whole.astype(">f4")  # the same dtype name in the other byte order
+    assert _one_span([as_buffer(swapped[i * SPAN_COUNT : (i + 1) * SPAN_COUNT], "block") for i in range(3)],
+                     f4) is None
     small = np.arange(30, dtype=np.float32)
-    assert _one_span([as_buffer(small[:15], "block"), as_buffer(small[15:], "block")]) is None  # not worth asking
+    assert _one_span([as_buffer(small[:15], "block"), as_buffer(small[15:], "block")], f4) is None  # not worth it
     copied = as_buffer(whole[: 2 * SPAN_COUNT].reshape(2, SPAN_COUNT)[:, ::2], "block", writable=True)
-    assert copied.writeback is not None and _one_span([copied, thirds[2]]) is None  # a copy is no span of the user's
+    assert copied.writeback is not None and _one_span([copied, thirds[2]], f4) is None  # a copy is not the user's
     read_only = whole[:]
     read_only.flags.writeable = False
     halves = [as_buffer(read_only[i * SPAN_COUNT : (i + 1) * SPAN_COUNT], "block") for i in range(2)]
-    assert not _one_span(halves).flags.writeable
+    assert not _one_span(halves, f4).flags.writeable
 
 
 def test_all_to_all_even_uneven_and_list(cluster):

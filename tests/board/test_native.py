@@ -115,6 +115,14 @@ def run_everything(with_bfloat16: bool) -> tuple[int, int, str]:
         inplace = (np.arange(4 * n) * 7 + rank).astype(dtype)
         dist.all_to_all_single(inplace, inplace, algorithm="direct")
         digest.update(inplace.tobytes())
+        for root in range(n):
+            blocks = [np.empty(5, dtype=dtype) for _ in range(n)] if rank == root else None
+            dist.gather((np.arange(5) * 2 + rank).astype(dtype), blocks, dst=root, algorithm="direct")
+            digest.update(b"".join(v.tobytes() for v in blocks or []))
+            mine = np.empty(5, dtype=dtype)
+            parts = [(np.arange(5) + 9 * q + root).astype(dtype) for q in range(n)] if rank == root else None
+            dist.scatter(mine, parts, src=root, algorithm="direct")
+            digest.update(mine.tobytes())
     for dtype in _FLOATS:
         for name in ("sum", "product", "min", "max"):
             for count in (1, 9, 17, 33, 513):  # numpy's vector and scalar loops differ on these pairs
@@ -192,6 +200,20 @@ def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
         y = (np.arange(large) % 7 + rank).astype(np.int64)
         dist.all_reduce(y, algorithm="direct")  # a direct reduction by reference: Python's
         digest.update(y.tobytes())
+        for root in range(n):
+            whole = np.full(n * large, -1, np.int64)
+            blocks = [whole[q * large : (q + 1) * large] for q in range(n)]  # one span: the output itself
+            # the root's tensor is another member's block of its list: read before that block is written
+            mine = blocks[(root + 1) % n] if rank == root else np.empty(large, np.int64)
+            mine[...] = np.arange(large) * 3 + rank
+            dist.gather(mine, blocks if rank == root else None, dst=root, algorithm="direct")
+            digest.update(whole.tobytes())
+            parts = (np.arange(n * large) * 7 + root).astype(np.int64)
+            # in place on the root: its tensor is its own block of the list
+            out = parts[rank * large : (rank + 1) * large] if rank == root else np.empty(large, np.int64)
+            listed = [parts[q * large : (q + 1) * large] for q in range(n)] if rank == root else None
+            dist.scatter(out, listed, src=root, algorithm="direct")
+            digest.update(out.tobytes() + parts.tobytes())
     # The two-shot all-reduce, as large as the compiled path takes it: each rank's block several pieces long. A NaN
     # pair (a sum) or signed zeros (max, min) in a later piece of member 0's block (reduced in place) and in the
     # last piece of the last block: the compiled path leaves that piece and the rest to numpy.
@@ -219,7 +241,8 @@ def test_posts_by_reference_give_the_same_bytes_on_both_paths(n: int) -> None:
     assert all(not any(compiled.values()) for compiled, _ in python_results)
     # The compiled path takes every call by reference except the direct reduction.
     expected = {("broadcast", "direct"): True, ("all_gather", "direct"): True, ("all_to_all", "direct"): True,
-                ("all_reduce", "direct"): False, ("all_reduce", "two_shot"): True}
+                ("all_reduce", "direct"): False, ("all_reduce", "two_shot"): True, ("gather", "direct"): True,
+                ("scatter", "direct"): True}
     assert all(compiled == expected for compiled, _ in compiled_results)
     assert [digest for _, digest in compiled_results] == [digest for _, digest in python_results]
 

@@ -91,7 +91,7 @@ def test_a_repeated_blocking_sum_goes_from_the_group_to_its_lane_and_every_other
                        "through_the_group": skipped, "async": 1, "max": 1, "own_timeout": 1, "needs_grad": 1,
                        "strided": 1, "bfloat16": 1, "in_a_tuple": 1, "options_of_another_kind": 1,
                        "options_by_keyword": 1, "at_an_offset": skipped, "float64_first": 1,
-                       "float64_again": skipped, "float32_again": skipped, "negative_bit": 1, "conjugate_bit": 1}
+                       "float64_again": skipped, "float32_again": skipped, "negative_bit": 1}
     two = [programs.floats(r, 5) for r in range(2)]
     summed = (two[0] + two[1]).tolist()
     seven = (programs.floats(0, 7) + programs.floats(1, 7)).tolist()
@@ -104,7 +104,7 @@ def test_a_repeated_blocking_sum_goes_from_the_group_to_its_lane_and_every_other
                        "at_an_offset": (programs.floats(0, 6)[1:] + programs.floats(1, 6)[1:]).tolist(),
                        "float64_first": (two[0].double() + two[1].double()).tolist(),
                        "float64_again": (two[0].double() + two[1].double()).tolist(), "float32_again": summed,
-                       "negative_bit": "refused: negative", "conjugate_bit": "refused: conjugate"}
+                       "negative_bit": "refused: negative"}
     for out in results:
         assert out.pop("compiled") is compiled
         assert {name: count for name, (count, _) in out.items()} == expected_counts
