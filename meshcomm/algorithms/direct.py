@@ -205,7 +205,8 @@ def gather(problem: Problem, rank: int) -> Schedule:
 
     As messages, the linear gather's schedule (algorithms/gather.py). On one host it runs on the board.
 
-    Cost: 1 step; the root receives T - counts[root] elements in n - 1 messages; nothing is reduced.
+    Cost: 1 step (the fewest steps possible); the root receives T - counts[root] elements in n - 1 messages;
+    nothing is reduced.
     """
     return replace(gathers.linear(problem, rank), algorithm="direct")
 
@@ -215,7 +216,8 @@ def scatter(problem: Problem, rank: int) -> Schedule:
 
     As messages, the linear scatter's schedule (algorithms/scatter.py). On one host it runs on the board.
 
-    Cost: 1 step; the root sends T - counts[root] elements in n - 1 messages; nothing is reduced.
+    Cost: 1 step (the fewest steps possible); the root sends T - counts[root] elements in n - 1 messages;
+    nothing is reduced.
     """
     return replace(scatters.linear(problem, rank), algorithm="direct")
 
