@@ -67,7 +67,7 @@ _PIECE_BYTES = 256 << 10
 ALGORITHMS = frozenset({"direct", "two_shot"})
 _NOTHING = memoryview(b"")
 # The collectives whose computation copies this rank's own block (own_block) before anything else
-# (_all_to_all, _gather), so an output over it cannot overwrite it before it is read.
+# (_all_to_all, _all_gather), so an output over it cannot overwrite it before it is read.
 _OWN_BLOCK_FIRST = frozenset({"all_to_all", "gather"})
 
 
@@ -218,7 +218,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
         pieces = [problem.root, 0, problem.count, 0] if computes else []
     elif c in ("all_gather", "gather") and computes:
         offsets = problem.offsets()
-        members = sorted(range(problem.nranks), key=lambda member: member != me)  # its own block first (_gather)
+        members = sorted(range(problem.nranks), key=lambda member: member != me)  # its own first, as _all_gather
         for member in members:
             pieces += [member, 0, offsets[member + 1] - offsets[member], offsets[member]]
     elif c == "scatter":
@@ -239,7 +239,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
                             made.readers, own_blocks, pieces, computes, made.some_by_reference or writes, writes,
-                            made.long_copies,
+                            made.long_copies, may_stage(made),
                             _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
 
 
@@ -339,7 +339,7 @@ def may_stage(plan: Plan) -> bool:
     """Whether this rank's post by reference may be staged (segment.py's post): not when it reads nothing and
     leaves a block of its own out (a scatter's root, unless its own block is empty). Each reader then reads only
     its part, and staging the whole would come before any of them could start, with nothing of this rank's to do
-    meanwhile (docs/board.md). native/_core.c decides alike."""
+    meanwhile (docs/board.md). The compiled path's plan carries the answer (native_plan)."""
     own = plan.own_blocks[plan.me] if plan.own_blocks is not None else None
     return bool(plan.read) or own is None or own[0] == own[1]
 
@@ -545,7 +545,10 @@ def _broadcast(problem: Problem, me: int) -> Callable:
 
 def _all_gather(problem: Problem, me: int) -> Callable:
     offsets = problem.offsets()
-    blocks = [(member, offsets[member], offsets[member + 1]) for member in range(problem.nranks)]
+    # Its own block first: a gather root's is its input, which may be another member's block of the output
+    # (_OWN_BLOCK_FIRST).
+    members = sorted(range(problem.nranks), key=lambda member: member != me)
+    blocks = [(member, offsets[member], offsets[member + 1]) for member in members]
 
     def compute(posts, out, combine) -> None:
         for member, lo, hi in blocks:
@@ -555,17 +558,7 @@ def _all_gather(problem: Problem, me: int) -> Callable:
 
 
 def _gather(problem: Problem, me: int) -> Callable:
-    if me != problem.root:
-        return _nothing
-    offsets = problem.offsets()
-    # Its own block first: its input, which may be another member's block of the output (_OWN_BLOCK_FIRST).
-    blocks = sorted(((m, offsets[m], offsets[m + 1]) for m in range(problem.nranks)), key=lambda b: b[0] != me)
-
-    def compute(posts, out, combine) -> None:
-        for member, lo, hi in blocks:
-            posts.copy(member, 0, out[lo:hi])
-
-    return compute
+    return _all_gather(problem, me) if me == problem.root else _nothing
 
 
 def _scatter(problem: Problem, me: int) -> Callable:

@@ -332,6 +332,7 @@ typedef struct {
     int some_by_reference;  /* some member's post is larger than a slot: it goes by reference */
     int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
     int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
+    int may_stage;          /* its post by reference may be staged (board/run.py's may_stage) */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;
@@ -397,7 +398,7 @@ static int *other_members(PyObject *sequence, int me, int nmembers, int *count, 
 }
 
 /* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
- *      some_by_reference, writes, long_copies, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per
+ *      some_by_reference, writes, long_copies, may_stage, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per
  *      member or empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *readers, *own_blocks, *pieces;
@@ -407,9 +408,10 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOppppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
                           &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers, &own_blocks,
                           &pieces, &self->computes, &self->some_by_reference, &self->writes, &self->long_copies,
+                          &self->may_stage,
                           &self->type, &self->op, &self->itemsize, &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
@@ -905,9 +907,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     Py_ssize_t nbytes = p->published * item;
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
         nbytes = p->own_lo >= 0 ? in->len : nbytes;
-        /* see segment.py (stage) and board/run.py (may_stage) */
-        int may_stage = p->nread > 0 || p->own_lo < 0 || p->own_hi == p->own_lo;
-        int staged = !p->writes && may_stage && nbytes >= b->stage_from && nbytes <= b->stage_bytes;
+        int staged = !p->writes && p->may_stage && nbytes >= b->stage_from && nbytes <= b->stage_bytes; /* segment.py */
         if (staged) {
             Py_BEGIN_ALLOW_THREADS memcpy(stage_of(b, me), input, nbytes);
             Py_END_ALLOW_THREADS
