@@ -88,6 +88,20 @@ def all_reduce_lane_key(op) -> tuple:
     return ("all_reduce", op)
 
 
+# What a root argument may be for a call to be keyed for a lane (1.0 == 1, but only an int is a rank), and a list
+# of blocks: the lane reads a list's items itself (native/blocks.c).
+_ROOT_TYPES = (int, type(None))
+_LIST_TYPES = (list, tuple, type(None))
+
+
+def _arrays_of(tensors):
+    """A list of torch tensors as the numpy arrays a lane takes (tensor_array), or it as it is when one is not."""
+    if not tensors:
+        return tensors
+    arrays = [tensor_array(tensor) for tensor in tensors]
+    return tensors if any(array is None for array in arrays) else arrays
+
+
 def _check_list(values, name: str, length: int) -> list:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"{name} must be a list, got {type(values).__name__}")
@@ -162,6 +176,17 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
 
 def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """tensor_list[r] receives rank r's `tensor`, on every rank."""
+    key = None
+    if (not async_op and algorithm is None and timeout is None and type(tensor_list) in _LIST_TYPES
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
+        key = ("all_gather", array.dtype, array.shape)
+        if _on_lane(group, key, array, tensor_list if array is tensor else _arrays_of(tensor_list)):
+            return None
+    return _all_gather(tensor_list, tensor, group, async_op, algorithm, timeout, key)
+
+
+def _all_gather(tensor_list, tensor, group, async_op, algorithm, timeout, key):
+    """all_gather's whole path, apart from the lane's: its closure's cells would cost every laned call."""
     g = resolve_group(group, op="all_gather")
     if g is None:
         return None
@@ -184,7 +209,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=Non
             out.finish()
 
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout, key), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
@@ -216,6 +241,13 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
                    algorithm=None, timeout=None):
     """Reduce input_list[r] across the group into rank r's `output`."""
+    key = None
+    if (type(op) is _OP and not async_op and algorithm is None and timeout is None
+            and type(input_list) in _LIST_TYPES
+            and (array := output if type(output) is np.ndarray else tensor_array(output)) is not None):
+        key = ("reduce_scatter", op, array.dtype, array.shape)
+        if _on_lane(group, key, input_list if array is output else _arrays_of(input_list), array):
+            return None
     g = resolve_group(group, op="reduce_scatter")
     if g is None:
         return None
@@ -231,7 +263,8 @@ def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_o
     joined = np.concatenate([item.flat for item in ins]) if ins else np.empty(0, out.flat.dtype)
     finish = _finishing(out, factor)
     buffers = {"input": joined, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name, name, combine, algorithm, finish, timeout), async_op)
+    call = Call(problem, buffers, out.dtype_name, name, combine, algorithm, finish, timeout, key)
+    return g.collective(call, async_op)
 
 
 def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
@@ -266,6 +299,18 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None, *,
            algorithm=None, timeout=None):
     """gather_list[r] on rank `dst` receives rank r's `tensor`."""
+    key = None
+    if (not async_op and algorithm is None and timeout is None and type(dst) in _ROOT_TYPES
+            and type(group_dst) in _ROOT_TYPES and type(gather_list) in _LIST_TYPES
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
+        key = ("gather", dst, group_dst, array.dtype, array.shape, not gather_list)
+        if _on_lane(group, key, array, gather_list if array is tensor else _arrays_of(gather_list)):
+            return None
+    return _gather(tensor, gather_list, dst, group, async_op, group_dst, algorithm, timeout, key)
+
+
+def _gather(tensor, gather_list, dst, group, async_op, group_dst, algorithm, timeout, key):
+    """gather's whole path, apart from the lane's: its closure's cells would cost every laned call."""
     g = resolve_group(group, op="gather")
     if g is None:
         return None
@@ -293,12 +338,19 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
             raise ValueError(f"gather_list must be given on the destination rank only (dst={g.ranks[root]})")
         output, finish = np.empty(0, dtype=buf.flat.dtype), None
     buffers = {"input": buf.flat, "output": output}
-    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout), async_op)
+    return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout, key), async_op)
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None, *,
             algorithm=None, timeout=None):
     """Rank r's `tensor` receives scatter_list[r] from rank `src`."""
+    key = None
+    if (not async_op and algorithm is None and timeout is None and type(src) in _ROOT_TYPES
+            and type(group_src) in _ROOT_TYPES and type(scatter_list) in _LIST_TYPES
+            and (array := tensor if type(tensor) is np.ndarray else tensor_array(tensor)) is not None):
+        key = ("scatter", src, group_src, array.dtype, array.shape, not scatter_list)
+        if _on_lane(group, key, scatter_list if array is tensor else _arrays_of(scatter_list), array):
+            return None
     g = resolve_group(group, op="scatter")
     if g is None:
         return None
@@ -319,7 +371,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             raise ValueError(f"scatter_list must be given on the source rank only (src={g.ranks[root]})")
         joined, finish = np.empty(0, dtype=out.flat.dtype), _finishing(out)
     buffers = {"input": joined, "output": out.flat}
-    return g.collective(Call(problem, buffers, out.dtype_name, "none", None, algorithm, finish, timeout), async_op)
+    return g.collective(Call(problem, buffers, out.dtype_name, "none", None, algorithm, finish, timeout, key), async_op)
 
 
 # Blocks of at least this many bytes in all are looked at for lying one after another (_one_span): asking each

@@ -125,7 +125,8 @@ class Group:
         """Blocking call `seq` the compiled path runs, with nothing queued before it: what submit does, without the
         queue's bookkeeping (a lock and a closure cost a measurable part of an 8-byte call)."""
         done = self._recorded(plan, seq, self.seat.run_compiled, call, limit, False)
-        if call.lane is not None and call.finish is None and call.lane not in self.lanes and self._lanes_open:
+        if (call.lane is not None and (call.finish is None or call.lane[0] in lanes.FINISHED_BY_LANE)
+                and call.lane not in self.lanes and self._lanes_open):
             lanes.open_lane(self, call, plan, self._turns)
         return done
 

@@ -26,24 +26,45 @@ from meshcomm.transport import header as wire
 _LANES_KEPT = 64  # a group's lanes, beyond which they are made again as the calls come
 
 
+# The faces (by the head of their key) that hand their lane one side as a list of blocks, one per member
+# (native/blocks.c): which side, by its place among run's arguments, and whether only the root has the list
+# (elsewhere that side is the face's placeholder, and the lane has none). A list's blocks are of one size: an uneven
+# call gets no lane.
+LISTED = {"scatter": (1, True), "gather": (2, True), "reduce_scatter": (1, False), "all_gather": (2, False)}
+# Those whose face's finish only copies the list's blocks (and holds them), which the lane does itself.
+FINISHED_BY_LANE = frozenset(("scatter", "gather", "all_gather"))
+
+
 def open_lane(group, call, plan, turns) -> None:
     """Keep a lane for the repeats of `call`, which the compiled path just ran by `plan`."""
+    problem = plan.board.problem
+    which, rooted = LISTED.get(call.lane[0], (0, False))
+    if which and len(set(problem.counts)) > 1:
+        return
     if len(group.lanes) >= _LANES_KEPT:
         group.lanes.clear()
     recorder, runtime, seat = group.runtime.recorder, group.runtime, group.seat
     settle = seat.settler(plan)
     combine, timeout = call.combine, group.timeout
     storage = call.buffers["input"].dtype  # narrow floats travel as the integers of their width
-    problem = plan.board.problem
+    elsewhere = rooted and group.rank != problem.root
+    listed = 0 if elsewhere else which
     # A reduce's output on a rank other than the root is the face's scratch, thrown away: the lane has none.
-    scratch = problem.collective == "reduce" and group.rank != problem.root
+    absent = which if elsewhere else 2 if problem.collective == "reduce" and group.rank != problem.root else 0
+    sizes = [call.buffers["input"].size, call.buffers["output"].size]
 
-    def flat(array):
-        return np.asarray(array).reshape(-1).view(storage)
+    def side(given, place: int):
+        """run's argument at `place` (1 input, 2 output) as the flat array the Python path computes on."""
+        if place == absent:
+            return np.empty(sizes[place - 1], storage)
+        if place == listed:
+            return np.concatenate([np.asarray(block).reshape(-1).view(storage) for block in given])
+        return np.asarray(given).reshape(-1).view(storage)
 
     def fallout(seq: int, entry: list, outcome, deadline: float, input, output) -> bool:
-        mine = flat(input)
-        buffers = {"input": mine, "output": np.empty_like(mine) if scratch else flat(output)}
+        # Only a reduction's run comes back to be computed here, and no listed output is one: a gather's or an
+        # all_gather's comes back with an error, raised below.
+        buffers = {"input": side(input, 1), "output": side(output, 2)}
         try:
             settle(seq, buffers, combine, timeout, deadline, outcome)
         except Exception as exc:
@@ -52,9 +73,9 @@ def open_lane(group, call, plan, turns) -> None:
         recorder.finish(entry)
         return True
 
+    nbytes = [-1 if place == absent else call.buffers[name].nbytes for place, name in ((1, "input"), (2, "output"))]
     group.lanes[call.lane] = seat.lane(turns, plan, recorder.entries.append, recorder.latest,
-                                       (STARTED_STATE, DONE_STATE), fallout, call.buffers["input"].nbytes,
-                                       -1 if scratch else call.buffers["output"].nbytes, timeout)
+                                       (STARTED_STATE, DONE_STATE), fallout, *nbytes, listed, timeout)
 
 
 def open_message_lane(group, key: tuple, sending: bool, target: int, wire_key: wire.Key, nbytes: int,

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "blocks.h"
 #include "group_calls.h"
 #include "rings.h"
 
@@ -1191,7 +1192,10 @@ typedef struct {
     PyObject *check;   /* check(missing, seq): raises what makes waiting pointless */
     PyObject *fallout; /* fallout(seq, entry, outcome, deadline, input, output) */
     double timeout, spin;
-    Py_ssize_t input_bytes, output_bytes; /* output_bytes < 0: the call writes no output here (run's is ignored) */
+    Py_ssize_t input_bytes, output_bytes; /* < 0: the call has no such side here (run's is ignored) */
+    int listed;           /* the side run's caller hands as a list of blocks (blocks.c): 0 neither, 1 input, 2 output */
+    PyObject *array_type; /* numpy.ndarray, the one type of block a lane takes */
+    Scratch scratch;
 } LaneObject;
 
 static PyObject *ABORTED; /* "aborted", interned */
@@ -1207,6 +1211,7 @@ static int lane_traverse(LaneObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->peers);
     Py_VISIT(self->check);
     Py_VISIT(self->fallout);
+    Py_VISIT(self->array_type);
     return 0;
 }
 
@@ -1227,28 +1232,36 @@ static int lane_clear(LaneObject *self) {
     Py_CLEAR(self->done);
     Py_CLEAR(self->check);
     Py_CLEAR(self->fallout);
+    Py_CLEAR(self->array_type);
     return 0;
 }
 
 static void lane_dealloc(LaneObject *self) {
     PyObject_GC_UnTrack(self);
     lane_clear(self);
+    free_scratch(&self->scratch);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* Lane(turns, board, plan, transport, revoked, group_id, record, latest, group_name, fingerprint, algorithm, peers,
- *      started, done, check, fallout, timeout, spin, input_bytes, output_bytes) */
+ *      started, done, check, fallout, timeout, spin, input_bytes, output_bytes, listed, array_type) */
 static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
     PyObject *o[16];
     if (self->turns != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Lane is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!OOO!UOUO!UUOOddnn", &TurnsType, &o[0], &BoardType, &o[1], &PlanType, &o[2],
-                          &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &PyDict_Type, &o[7], &o[8], &o[9], &o[10],
+    PyObject *array_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!OOO!UOUO!UUOOddnniO!", &TurnsType, &o[0], &BoardType, &o[1], &PlanType,
+                          &o[2], &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &PyDict_Type, &o[7], &o[8], &o[9], &o[10],
                           &PyTuple_Type, &o[11], &o[12], &o[13], &o[14], &o[15], &self->timeout, &self->spin,
-                          &self->input_bytes, &self->output_bytes))
+                          &self->input_bytes, &self->output_bytes, &self->listed, &PyType_Type, &array_type))
         return -1;
+    if (self->listed < 0 || self->listed > 2 || PyTuple_GET_SIZE(o[11]) == 0) {
+        PyErr_SetString(PyExc_ValueError, "listed is 0, 1 (the input) or 2 (the output), among one peer or more");
+        return -1;
+    }
+    self->array_type = Py_NewRef(array_type);
     PyObject **fields[16] = {(PyObject **)&self->turns, (PyObject **)&self->board, (PyObject **)&self->plan,
                              &self->transport, &self->revoked, &self->group_id, &self->record, &self->latest,
                              &self->group_name, &self->fingerprint, &self->algorithm, &self->peers, &self->started,
@@ -1300,39 +1313,49 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
     }
     int open = lane_open(self);
     if (open <= 0) return open < 0 ? NULL : Py_NewRef(Py_False);
-    Py_buffer in, out;
-    int have_out = self->output_bytes >= 0, same = args[0] == args[1];
-    if (PyObject_GetBuffer(args[0], &in, same && have_out ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        return Py_NewRef(Py_False);
-    }
-    if (in.len != self->input_bytes) {
-        PyBuffer_Release(&in);
-        return Py_NewRef(Py_False);
-    }
-    if (have_out && !same) {
-        if (PyObject_GetBuffer(args[1], &out, PyBUF_WRITABLE) < 0) {
-            PyErr_Clear();
-            PyBuffer_Release(&in);
-            return Py_NewRef(Py_False);
+    Py_buffer sides[2];
+    Blocks blocks;
+    int taken[2] = {0, 0}, held = 0, same = args[0] == args[1] && !self->listed;
+    for (int side = 0; side < 2; side++) {
+        Py_ssize_t bytes = side ? self->output_bytes : self->input_bytes;
+        int writable = side || (same && self->output_bytes >= 0), ok;
+        if (bytes < 0 || (side && same)) continue;
+        if (self->listed == side + 1) {
+            ok = take_blocks(args[side], PyTuple_GET_SIZE(self->peers), bytes / PyTuple_GET_SIZE(self->peers),
+                             self->array_type, args[!side], writable, &self->scratch, &blocks);
+            if (ok > 0) sides[side] = blocks.whole;
+            held = ok > 0;
+        } else {
+            ok = PyObject_GetBuffer(args[side], &sides[side], writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0;
+            if (!ok) PyErr_Clear();
+            else if (sides[side].len != bytes) {
+                PyBuffer_Release(&sides[side]);
+                ok = 0;
+            }
+            taken[side] = ok;
         }
-        if (out.len != self->output_bytes) {
-            PyBuffer_Release(&out);
-            PyBuffer_Release(&in);
-            return Py_NewRef(Py_False);
+        if (ok <= 0) {
+            if (taken[0]) PyBuffer_Release(&sides[0]);
+            if (held) release_blocks(&blocks);
+            return ok < 0 ? NULL : Py_NewRef(Py_False);
         }
     }
-    Py_buffer *output = !have_out ? NULL : same ? &in : &out;
+    static char nothing[1];
+    if (self->input_bytes < 0) sides[0] = (Py_buffer){.buf = nothing, .len = 0}; /* as the face's placeholder */
+    Py_buffer *input = &sides[0];
+    Py_buffer *output = self->output_bytes < 0 ? NULL : same ? &sides[0] : &sides[1];
     PyObject *seq = PyLong_FromUnsignedLongLong(self->turns->next++);
     PyObject *entry = seq ? lane_entry(self, seq) : NULL;
     PyObject *outcome = NULL, *answer = NULL;
     double deadline = monotonic() + self->timeout;
     if (entry) {
-        outcome = run_held(self->board, self->plan, PyLong_AsUnsignedLongLong(seq), &in, output, self->spin,
+        outcome = run_held(self->board, self->plan, PyLong_AsUnsignedLongLong(seq), input, output, self->spin,
                            deadline, self->check, seq);
     }
-    PyBuffer_Release(&in);
-    if (have_out && !same) PyBuffer_Release(&out);
+    if (outcome == Py_None && self->listed == 2) copy_out_blocks(&blocks);
+    for (int side = 0; side < 2; side++)
+        if (taken[side]) PyBuffer_Release(&sides[side]);
+    if (held) release_blocks(&blocks);
     if (!entry) goto finally;
     if (outcome == Py_None) {
         PyObject *ended = wall_clock();

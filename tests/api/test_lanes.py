@@ -71,6 +71,11 @@ def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group,
                     dist.reduce_scatter_tensor(z, np.concatenate([_values(dtype, rank + r + repeat, count)
                                                                   for r in range(n)]), op=op)
                     digest.update(z.tobytes())
+                    blocks = [_values(dtype, rank + r + repeat, count) for r in range(n)]  # lying apart
+                    dist.reduce_scatter(z, blocks, op=op)
+                    digest.update(z.tobytes())
+                    dist.reduce_scatter(z, np.split(np.concatenate(blocks), n), op=op)  # one after another
+                    digest.update(z.tobytes())
                     y = _values(dtype, rank + repeat, count)
                     dist.reduce(y, dst=repeat % n, op=op)  # on the other ranks, y is left as it was
                     digest.update(y.tobytes())
@@ -83,6 +88,9 @@ def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group,
                     y = _pairs(dtype, rank + repeat, 9)
                     dist.reduce(y, dst=0, op=op)
                     digest.update(y.tobytes())
+                    z = np.empty(9, dtype=dtype)
+                    dist.reduce_scatter(z, [_pairs(dtype, rank + r + repeat, 9) for r in range(n)], op=op)
+                    digest.update(z.tobytes())
         for repeat in range(REPEATS):
             x = _values(dtype, rank + repeat, 5)
             dist.broadcast(x, src=n - 1)
@@ -93,6 +101,12 @@ def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group,
             out = np.empty(3 * n, dtype=dtype)
             dist.all_to_all_single(out, _values(dtype, rank + repeat, 3 * n))
             digest.update(out.tobytes())
+            whole, apart = np.zeros(5 * n, dtype=dtype), [np.zeros(5, dtype=dtype) for _ in range(n)]
+            dist.all_gather(list(np.split(whole, n)), _values(dtype, rank + repeat, 5))
+            dist.all_gather(apart, _values(dtype, rank + repeat, 5))
+            digest.update(b"".join(a.tobytes() for a in (whole, *apart)))
+            for root in range(n):
+                digest.update(_gather_and_scatter(dist, dtype, rank, n, root, repeat))
     entries = [entry for entry in recorder.entries if entry[fr.GROUP] == g.group_name]  # the latest calls
     wrong = [f"seq {entry[fr.SEQ]} is {entry[fr.STATE]}" for entry in entries if entry[fr.STATE] != fr.DONE_STATE]
     seqs = [entry[fr.SEQ] for entry in entries]
@@ -101,11 +115,28 @@ def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group,
     return digest.hexdigest(), wrong
 
 
+def _gather_and_scatter(dist, dtype: str, rank: int, n: int, root: int, repeat: int) -> bytes:
+    """A gather and a scatter at `root`, each into (from) the chunks of one array and into (from) separate arrays,
+    the two ways a lane takes a list (native/blocks.c): every byte that came out."""
+    on_root = rank == root
+    mine = _values(dtype, rank + repeat, 3)
+    whole = np.zeros(3 * n, dtype=dtype)
+    apart = [np.zeros(3, dtype=dtype) for _ in range(n)]
+    dist.gather(mine, list(np.split(whole, n)) if on_root else None, dst=root)
+    dist.gather(mine, apart if on_root else None, dst=root)
+    blocks = [_values(dtype, 10 * root + r + repeat, 3) for r in range(n)]
+    into_span, into_apart = np.zeros(3, dtype=dtype), np.zeros(3, dtype=dtype)
+    dist.scatter(into_span, list(np.split(np.concatenate(blocks), n)) if on_root else None, src=root)
+    dist.scatter(into_apart, tuple(blocks) if on_root else None, src=root)
+    return b"".join(a.tobytes() for a in (whole, *apart, into_span, into_apart))
+
+
 @needs_compiled
 @pytest.mark.parametrize("n", [2, 3])
 def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int) -> None:
     python_results, compiled_results = on_both_paths(n, repeat_every_laned_call, timeout=240)
-    laned = ["all_gather_into_tensor", "all_reduce", "all_to_all_single", "broadcast", "reduce", "reduce_scatter_tensor"]
+    laned = ["all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all_single", "broadcast", "gather",
+             "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter"]
     # on the compiled path, lanes ran calls of every collective they serve; on the Python path, none
     assert all(sorted(ran) == laned and sum(ran.values()) == 0 and wrong == [] for ran, _, wrong in python_results)
     for ran, _, wrong in compiled_results:
@@ -174,34 +205,108 @@ def test_a_lane_leaves_what_it_cannot_vouch_for_to_the_faces_checks() -> None:
         assert ranks.run(what_a_lane_leaves_to_the_face, timeout=60) == [[], []]
 
 
-def call_otherwise_on_a_lane() -> list:
-    """Both ranks have lanes for an all_reduce and a broadcast of one shape; then rank 1 broadcasts where rank 0
-    all-reduces. Returns (the error's type and message, the recorder's state for that call)."""
+def lists_a_lane_leaves_to_the_face() -> list[str]:
+    """Gathers and scatters to rank 0 with a lane's key but a list it must not take itself: the face's errors, or
+    the whole path's bytes; what came out otherwise."""
+    import meshcomm as dist
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    wrong = []
+
+    def gather(blocks) -> None:
+        dist.gather(np.full(2, rank + 1, np.float32), blocks if rank == 0 else None, dst=0)
+
+    def expect(error: type, words: str, call) -> None:
+        try:
+            call()
+            wrong.append(f"no error for {words!r}")
+        except error as exc:
+            if words not in str(exc):
+                wrong.append(f"{words!r}: {exc}")
+
+    for _ in range(2):
+        gather([np.zeros(2, np.float32) for _ in range(n)])
+        dist.scatter(np.zeros(2, np.float32), [np.ones(2, np.float32)] * n if rank == 0 else None, src=0)
+    if sorted(key[0] for key in resolve_group(None).lanes) != ["gather", "scatter"]:
+        wrong.append(f"lanes: {list(resolve_group(None).lanes)}")
+    if rank == 0:  # only the root reads a list; a failed check moves nothing, so rank 1 runs no call here
+        expect(TypeError, "gather_list[1] and tensor: dtypes differ, int32 and float32",
+               lambda: gather([np.zeros(2, np.float32), np.zeros(2, np.int32)]))
+        frozen = np.zeros(2, np.float32)
+        frozen.flags.writeable = False
+        expect(ValueError, "gather_list[1] is read-only", lambda: gather([np.zeros(2, np.float32), frozen]))
+        expect(ValueError, "gather_list must have one entry per rank", lambda: gather([np.zeros(2, np.float32)]))
+        expect(ValueError, "gather_list[0] must have 2 elements",
+               lambda: gather([np.zeros(4, np.float32), np.zeros(2, np.float32)]))
+        expect(ValueError, "scatter_list[1] must have 2 elements", lambda: dist.scatter(
+            np.zeros(2, np.float32), [np.ones(2, np.float32), np.ones(1, np.float32)], src=0))
+    else:
+        expect(ValueError, "gather_list must be given on the destination rank only",
+               lambda: dist.gather(np.ones(2, np.float32), [np.zeros(2, np.float32)] * n, dst=0))
+    parent = np.zeros((2, 2 * n), np.float32)
+    gather([parent[:, 2 * r] for r in range(n)])  # blocks out of order: the face copies them back
+    if rank == 0 and parent[:, ::2].T.tolist() != [[r + 1] * 2 for r in range(n)]:
+        wrong.append(f"strided blocks: {parent.tolist()}")
+    if np.any(parent[:, 1::2]):
+        wrong.append(f"between the strided blocks: {parent.tolist()}")
+    out = np.zeros(2, np.float32)
+    dist.scatter(out, [np.arange(4, dtype=np.float32)[::2] + r for r in range(n)] if rank == 0 else None, src=0)
+    if out.tolist() != [rank, rank + 2]:
+        wrong.append(f"scatter of strided blocks: {out.tolist()}")
+    for _ in range(2):
+        dist.all_gather([np.zeros(2, np.float32) for _ in range(n)], np.full(2, rank, np.float32))
+    uneven = [np.zeros(r + 1, np.float32) for r in range(n)]  # the lane's blocks are of one size
+    dist.all_gather(uneven, np.full(rank + 1, rank, np.float32))
+    if [block.tolist() for block in uneven] != [[r] * (r + 1) for r in range(n)]:
+        wrong.append(f"uneven all_gather: {uneven}")
+    # rank 1's call had the even lane's key, which declined it; rank 0's had its own, and got no lane
+    if sum(key[0] == "all_gather" for key in resolve_group(None).lanes) != 1:
+        wrong.append(f"all_gather lanes: {[key for key in resolve_group(None).lanes if key[0] == 'all_gather']}")
+    return wrong
+
+
+@needs_compiled
+def test_a_lane_leaves_lists_it_cannot_take_to_the_faces_checks() -> None:
+    with Cluster(2) as ranks:
+        assert ranks.run(lists_a_lane_leaves_to_the_face, timeout=60) == [[], []]
+
+
+def call_otherwise_on_a_lane(first: str, second: str) -> list:
+    """Both ranks have lanes for a `first` and a `second` call of one shape (rank 0 the root of rooted ones, its
+    list of blocks separate arrays); then rank 1 makes the second where rank 0 makes the first. Returns (the
+    error's type and message, the recorder's state for that call)."""
     import meshcomm as dist
     from meshcomm.api.state import runtime
     from meshcomm.trace import flight_recorder as fr
 
-    rank = dist.get_rank()
+    rank, n = dist.get_rank(), dist.get_world_size()
+
+    def blocks():
+        return [np.ones(4, np.float32) for _ in range(n)] if rank == 0 else None
+
+    calls = {"all_reduce": lambda: dist.all_reduce(np.ones(4, np.float32)),
+             "broadcast": lambda: dist.broadcast(np.ones(4, np.float32), src=0),
+             "gather": lambda: dist.gather(np.ones(4, np.float32), blocks(), dst=0),
+             "scatter": lambda: dist.scatter(np.ones(4, np.float32), blocks(), src=0)}
     for _ in range(REPEATS):
-        dist.all_reduce(np.ones(4, np.float32))
-        dist.broadcast(np.ones(4, np.float32), src=0)
+        calls[first]()
+        calls[second]()
     try:
-        if rank == 0:
-            dist.all_reduce(np.ones(4, np.float32))
-        else:
-            dist.broadcast(np.ones(4, np.float32), src=0)
+        calls[first if rank == 0 else second]()
     except Exception as exc:
         return [type(exc).__name__, str(exc), runtime().recorder.entries[-1][fr.STATE]]
     return ["no error"]
 
 
 @needs_compiled
-def test_another_call_on_a_lane_is_named_as_on_the_whole_path() -> None:
+@pytest.mark.parametrize("first, second", [("all_reduce", "broadcast"), ("gather", "scatter")])
+def test_another_call_on_a_lane_is_named_as_on_the_whole_path(first: str, second: str) -> None:
     with Cluster(2) as ranks:
-        outcomes = ranks.run(call_otherwise_on_a_lane, timeout=90)
+        outcomes = ranks.run(call_otherwise_on_a_lane, first, second, timeout=90)
     for rank, (kind, message, state) in enumerate(outcomes):
         assert kind == "CollectiveMismatchError", (rank, message)
-        assert "all_reduce" in message and "broadcast" in message and f"at seq {2 * REPEATS}" in message, message
+        assert first in message and second in message and f"at seq {2 * REPEATS}" in message, message
         assert state == "failed"
 
 
@@ -254,6 +359,12 @@ def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
         if any(t.numpy().tobytes() != a.tobytes() for t, a in zip(tensors, mine)):
             wrong.append(f"{name}: {[t.tolist() for t in tensors]} != {[a.tolist() for a in mine]}")
 
+    def chunks(whole, every_rank: bool = False):
+        """The chunks of `whole`, numpy or torch: a list of rank 0's gather or scatter, or every rank's."""
+        if rank != 0 and not every_rank:
+            return None
+        return np.split(whole, n) if type(whole) is np.ndarray else list(whole.chunk(n))
+
     try:
         for repeat in range(REPEATS):
             x = _values("float32", rank + repeat, 5)
@@ -268,6 +379,13 @@ def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
                  _values("int64", rank + repeat, 3 * n))
             if rank < 2:
                 both("send/recv", lambda t: dist.send(t, 1) if rank == 0 else dist.recv(t, 0), x)
+            both("all_gather", lambda t, whole: dist.all_gather(chunks(whole, every_rank=True), t), x,
+                 np.zeros(5 * n, np.float32))
+            both("reduce_scatter", lambda t, whole: dist.reduce_scatter(t, chunks(whole, every_rank=True)),
+                 np.zeros(5, np.float32), _values("float32", rank + repeat, 5 * n))
+            both("gather", lambda t, whole: dist.gather(t, chunks(whole)), x, np.zeros(5 * n, np.float32))
+            both("scatter", lambda t, whole: dist.scatter(t, chunks(whole)),
+                 np.zeros(5, np.float32), _values("float32", repeat, 5 * n))
         # a tensor that tracks gradients runs on its detached view's lane; strided and bfloat16 ones take the
         # whole path: the same sums either way
         grad = torch.ones(4, requires_grad=True)
@@ -299,7 +417,8 @@ def test_cpu_torch_tensors_run_on_the_lanes_of_their_numpy_view() -> None:
         assert wrong == [], wrong
         # The numpy calls made the lanes; every torch call of the same shape ran on them.
         assert ran == dict.fromkeys(("all_reduce", "broadcast", "reduce", "all_gather_into_tensor",
-                                     "reduce_scatter_tensor", "all_to_all_single", "send/recv"), REPEATS), ran
+                                     "reduce_scatter_tensor", "all_to_all_single", "send/recv", "all_gather",
+                                     "reduce_scatter", "gather", "scatter"), REPEATS), ran
 
 
 def lanes_after_repeated_calls() -> list:
