@@ -272,6 +272,49 @@ def test_a_lane_leaves_lists_it_cannot_take_to_the_faces_checks() -> None:
         assert ranks.run(lists_a_lane_leaves_to_the_face, timeout=60) == [[], []]
 
 
+def lists_in_place() -> tuple[list, list]:
+    """Calls whose tensor is this rank's own block of the list, the chunks of one array, REPEATS times: what came
+    out wrong, and the lanes that ran them."""
+    import meshcomm as dist
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    wrong = []
+    for repeat in range(REPEATS):
+        expected = [float(r + 10 * repeat) for r in range(n) for _ in range(4)]
+        whole = np.zeros(4 * n, np.float32)
+        chunks = np.split(whole, n)
+        chunks[rank][...] = rank + 10 * repeat
+        dist.all_gather(chunks, chunks[rank])
+        if whole.tolist() != expected:
+            wrong.append(f"all_gather: {whole.tolist()}")
+        whole = np.zeros(4 * n, np.float32)
+        chunks = np.split(whole, n)
+        chunks[rank][...] = rank + 10 * repeat
+        dist.gather(chunks[rank], chunks if rank == 0 else None, dst=0)
+        if rank == 0 and whole.tolist() != expected:
+            wrong.append(f"gather: {whole.tolist()}")
+        whole = np.arange(4 * n, dtype=np.float32) + repeat
+        chunks = np.split(whole, n)
+        dist.scatter(chunks[rank], chunks if rank == 0 else None, src=0)
+        if chunks[rank].tolist() != [float(4 * rank + k + repeat) for k in range(4)]:
+            wrong.append(f"scatter: {chunks[rank].tolist()}")
+        whole = np.arange(4 * n, dtype=np.float32) + repeat
+        chunks = np.split(whole, n)
+        dist.reduce_scatter(chunks[rank], chunks)
+        if chunks[rank].tolist() != [float(n * (4 * rank + k + repeat)) for k in range(4)]:
+            wrong.append(f"reduce_scatter: {chunks[rank].tolist()}")
+    return wrong, sorted(key[0] for key in resolve_group(None).lanes)
+
+
+@needs_compiled
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_lane_runs_a_list_whose_block_is_the_tensor(n: int) -> None:
+    with Cluster(n) as ranks:
+        results = ranks.run(lists_in_place, timeout=60)
+    assert results == [([], ["all_gather", "gather", "reduce_scatter", "scatter"])] * n
+
+
 def call_otherwise_on_a_lane(first: str, second: str) -> list:
     """Both ranks have lanes for a `first` and a `second` call of one shape (rank 0 the root of rooted ones, its
     list of blocks separate arrays); then rank 1 makes the second where rank 0 makes the first. Returns (the
