@@ -26,6 +26,8 @@ import numpy as np
 
 from meshcomm.bench.sizes import parse_sizes
 
+from rounds import spread
+
 _BUFFER = 64 << 20  # larger than this machine's caches together
 _COPIES = 9
 
@@ -80,10 +82,6 @@ def rival_times(args: argparse.Namespace) -> dict[tuple[str, int], float]:
         subprocess.run(command, check=True, timeout=args.timeout, stdout=subprocess.DEVNULL)
         rows = [json.loads(line) for line in Path(out.name).read_text().splitlines() if line.strip()]
     return {(row["coll"], row["bytes"]): row["time_us"] for row in rows}
-
-
-def spread(values: list[float], digits: int = 3) -> str:
-    return f"{statistics.median(values):.{digits}g} ({min(values):.{digits}g}–{max(values):.{digits}g})"
 
 
 def main() -> int:

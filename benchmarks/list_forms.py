@@ -13,9 +13,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from rounds import job_result, spread
 
 BLOCKS = 6  # of each call, alternating, in one job
 
@@ -70,16 +71,7 @@ def _rank_job(nbytes: int, apart: bool, iters: int) -> None:
 def _launch(tree: str, nranks: int, nbytes: int, apart: bool, iters: int) -> dict[str, float]:
     command = [sys.executable, "-m", "meshcomm", "run", "-n", str(nranks), os.path.abspath(__file__), "--rank-job",
                str(nbytes), str(int(apart)), str(iters)]
-    env = {**os.environ, "PYTHONPATH": tree}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tree, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{tree} failed:\n{done.stderr[-3000:]}")
-    line = next(line for line in done.stdout.splitlines() if "RESULT " in line)
-    return json.loads(line.split("RESULT ", 1)[1])
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3g} ({min(values):.3g}–{max(values):.3g})"
+    return job_result(command, tree, cwd=tree, env={**os.environ, "PYTHONPATH": tree})
 
 
 def main() -> int:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+
+from rounds import spread
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -33,12 +34,6 @@ def bench(tree: Path, args: argparse.Namespace, compare: str | None) -> list[dic
         subprocess.run(command, env=env, cwd=tempfile.gettempdir(), check=True, timeout=args.timeout,
                        stdout=subprocess.DEVNULL)
         return [json.loads(line) for line in Path(out.name).read_text().splitlines() if line.strip()]
-
-
-def spread(values: list[float]) -> str:
-    if not values:
-        return "–"
-    return f"{statistics.median(values):.3g} ({min(values):.3g}–{max(values):.3g})"
 
 
 def main() -> int:

@@ -14,9 +14,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from rounds import job_result, spread
 
 LAYERS = (2048, 4096, 4096, 1024, 10)  # 25 M parameters: 100 MB of float32 gradients per step
 BLOCKS = 8  # of each call, alternating, in one job
@@ -99,15 +100,7 @@ def _launch(kind: str, variant: str, amount: int, nranks: int) -> dict[str, floa
     command = [__file__, "--rank-of", kind, variant, str(amount)]
     command = [sys.executable, "-m", "meshcomm", "run", "-n", str(nranks), *command] if nranks > 1 \
         else [sys.executable, *command]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=os.path.dirname(__file__))
-    if done.returncode != 0:
-        raise SystemExit(f"{variant} failed:\n{done.stderr[-3000:]}")
-    line = next(line for line in done.stdout.splitlines() if "RESULT " in line)
-    return json.loads(line.split("RESULT ", 1)[1])
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3g} ({min(values):.3g}–{max(values):.3g})"
+    return job_result(command, variant, cwd=os.path.dirname(__file__))
 
 
 def main() -> int:

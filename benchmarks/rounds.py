@@ -1,0 +1,24 @@
+"""What the benchmark scripts that start their own jobs share: a job's RESULT line, and a median with its range."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+
+
+def spread(values: list[float], digits: int = 3) -> str:
+    """The median of `values` with their range, as the results files print it."""
+    if not values:
+        return "–"
+    return f"{statistics.median(values):.{digits}g} ({min(values):.{digits}g}–{max(values):.{digits}g})"
+
+
+def job_result(command: list[str], what: str, **run) -> dict:
+    """Run `command` (subprocess.run's other arguments in `run`) and return the JSON of its line "RESULT {...}";
+    SystemExit naming `what`, with the end of its stderr, when it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, **run)
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
+    line = next(line for line in done.stdout.splitlines() if "RESULT " in line)
+    return json.loads(line.split("RESULT ", 1)[1])
