@@ -14,9 +14,8 @@ import json
 import os
 import statistics
 import sys
-import time
 
-from rounds import job_result, spread
+from rounds import alternating_blocks, job_result, spread
 
 BLOCKS = 6  # of each call, alternating, in one job
 
@@ -46,18 +45,7 @@ def _rank_job(nbytes: int, apart: bool, iters: int) -> None:
         "gather (list)": lambda: dist.gather(mine, root_list, dst=0),
         "scatter (list)": lambda: dist.scatter(out, root_list, src=0),
     }
-    for call in calls.values():
-        for _ in range(iters // 10):
-            call()
-    seconds: dict[str, list[float]] = {name: [] for name in calls}
-    for block in range(BLOCKS):
-        for name in (calls if block % 2 == 0 else reversed(calls)):
-            call = calls[name]
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(iters):
-                call()
-            seconds[name].append((time.perf_counter() - start) / iters)
+    seconds = alternating_blocks(calls, iters, BLOCKS, dist.barrier)
     slowest = np.empty(n, np.float64)
     result = {}
     for name, values in seconds.items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+import time
+from typing import Callable
 
 
 def spread(values: list[float], digits: int = 3) -> str:
@@ -22,3 +24,22 @@ def job_result(command: list[str], what: str, **run) -> dict:
         raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
     line = next(line for line in done.stdout.splitlines() if "RESULT " in line)
     return json.loads(line.split("RESULT ", 1)[1])
+
+
+def alternating_blocks(calls: dict[str, Callable[[], object]], iters: int, blocks: int,
+                       barrier: Callable[[], object]) -> dict[str, list[float]]:
+    """Seconds per call of each of `calls`, one figure per block of `iters` calls, in `blocks` rounds that
+    alternate their order, after a tenth as many warm-up calls; `barrier` lines the ranks up before each block."""
+    for call in calls.values():
+        for _ in range(iters // 10):
+            call()
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
+    for block in range(blocks):
+        for name in (calls if block % 2 == 0 else reversed(calls)):
+            call = calls[name]
+            barrier()
+            start = time.perf_counter()
+            for _ in range(iters):
+                call()
+            seconds[name].append((time.perf_counter() - start) / iters)
+    return seconds

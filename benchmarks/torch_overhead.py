@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from rounds import job_result, spread
+from rounds import alternating_blocks, job_result, spread
 
 LAYERS = (2048, 4096, 4096, 1024, 10)  # 25 M parameters: 100 MB of float32 gradients per step
 BLOCKS = 8  # of each call, alternating, in one job
@@ -37,18 +37,7 @@ def _rank_calls(iters: int) -> None:
     group = dist.group.WORLD.meshcomm_group  # the same ranks, through meshcomm's own API
     calls = {"torch-backend": lambda: dist.all_reduce(tensor),
              "meshcomm-api": lambda: meshcomm.all_reduce(tensor, group=group)}
-    for call in calls.values():
-        for _ in range(iters // 10):
-            call()
-    seconds: dict[str, list[float]] = {name: [] for name in calls}
-    for block in range(BLOCKS):
-        for name in (calls if block % 2 == 0 else reversed(calls)):
-            call = calls[name]
-            meshcomm.barrier(group=group)
-            start = time.perf_counter()
-            for _ in range(iters):
-                call()
-            seconds[name].append((time.perf_counter() - start) / iters)
+    seconds = alternating_blocks(calls, iters, BLOCKS, lambda: meshcomm.barrier(group=group))
     if dist.get_rank() == 0:
         result = {name: statistics.median(values) * 1e6 for name, values in seconds.items()}
         result["ratio"] = statistics.median(a / b for a, b in zip(*seconds.values()))
