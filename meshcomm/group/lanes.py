@@ -41,6 +41,10 @@ def open_lane(group, call, plan, turns) -> None:
     which, rooted = LISTED.get(call.lane[0], (0, False))
     if which and len(set(problem.counts)) > 1:
         return
+    # The C code reduces numbers in this machine's byte order; a reduce_scatter's key holds its output's dtype only,
+    # and its blocks are checked against that.
+    if call.combine is not None and not all(array.dtype.isnative for array in call.buffers.values()):
+        return
     if len(group.lanes) >= _LANES_KEPT:
         group.lanes.clear()
     recorder, runtime, seat = group.runtime.recorder, group.runtime, group.seat
@@ -58,14 +62,16 @@ def open_lane(group, call, plan, turns) -> None:
         if place == absent:
             return np.empty(sizes[place - 1], storage)
         if place == listed:
+            if type(given) is bytes:  # what the lane posted from its scratch (native/_core.c's lane_run)
+                return np.frombuffer(given, storage)
             return np.concatenate([np.asarray(block).reshape(-1).view(storage) for block in given])
         return np.asarray(given).reshape(-1).view(storage)
 
     def fallout(seq: int, entry: list, outcome, deadline: float, input, output) -> bool:
         # Only a reduction's run comes back to be computed here, and no listed output is one: a gather's or an
         # all_gather's comes back with an error, raised below.
-        buffers = {"input": side(input, 1), "output": side(output, 2)}
         try:
+            buffers = {"input": side(input, 1), "output": side(output, 2)}
             settle(seq, buffers, combine, timeout, deadline, outcome)
         except Exception as exc:
             recorder.finish(entry, exc)

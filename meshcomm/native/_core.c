@@ -1346,7 +1346,7 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
     Py_buffer *output = self->output_bytes < 0 ? NULL : same ? &sides[0] : &sides[1];
     PyObject *seq = PyLong_FromUnsignedLongLong(self->turns->next++);
     PyObject *entry = seq ? lane_entry(self, seq) : NULL;
-    PyObject *outcome = NULL, *answer = NULL;
+    PyObject *outcome = NULL, *answer = NULL, *posted = NULL;
     double deadline = monotonic() + self->timeout;
     if (entry) {
         outcome = run_held(self->board, self->plan, PyLong_AsUnsignedLongLong(seq), input, output, self->spin,
@@ -1355,7 +1355,6 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
     if (outcome == Py_None && self->listed == 2) copy_out_blocks(&blocks);
     for (int side = 0; side < 2; side++)
         if (taken[side]) PyBuffer_Release(&sides[side]);
-    if (held) release_blocks(&blocks);
     if (!entry) goto finally;
     if (outcome == Py_None) {
         PyObject *ended = wall_clock();
@@ -1376,13 +1375,20 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
         Py_XDECREF(traceback);
         outcome = value;
     }
+    /* A listed input whose blocks lay apart was posted from the scratch: fallout computes from those bytes, as the
+     * output may be one of the blocks and written since (an in-place reduce_scatter). */
+    if (self->listed == 1 && held && blocks_apart(&blocks) &&
+        !(posted = PyBytes_FromStringAndSize(blocks.whole.buf, blocks.whole.len)))
+        goto finally;
     PyObject *when = PyFloat_FromDouble(deadline);
     if (when) {
-        PyObject *handed[6] = {seq, entry, outcome, when, args[0], args[1]};
+        PyObject *handed[6] = {seq, entry, outcome, when, posted ? posted : args[0], args[1]};
         answer = PyObject_Vectorcall(self->fallout, handed, 6, NULL);
         Py_DECREF(when);
     }
 finally:
+    if (held) release_blocks(&blocks);
+    Py_XDECREF(posted);
     Py_XDECREF(outcome);
     Py_XDECREF(entry);
     Py_XDECREF(seq);

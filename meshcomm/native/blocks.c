@@ -91,7 +91,7 @@ int take_blocks(PyObject *list, Py_ssize_t count, Py_ssize_t block_bytes, PyObje
 
 /* After the call wrote into the buffer over the blocks: the blocks get their bytes, when they lie apart. */
 void copy_out_blocks(Blocks *blocks) {
-    if (!blocks->borrowed && !blocks->allocated) return;
+    if (!blocks_apart(blocks)) return;
     const char *from = blocks->whole.buf;
     for (Py_ssize_t i = 0; i < blocks->taken; i++) memcpy(blocks->items[i].buf, from + i * blocks->items[i].len,
                                                             blocks->items[i].len);

@@ -20,6 +20,9 @@ typedef struct {
     Scratch *scratch;
 } Blocks;
 
+/* Whether the blocks lay apart, and `whole` is the lane's scratch (or memory of the call's own). */
+static inline int blocks_apart(const Blocks *blocks) { return blocks->borrowed || blocks->allocated; }
+
 int take_blocks(PyObject *list, Py_ssize_t count, Py_ssize_t block_bytes, PyObject *array_type, PyObject *like,
                 int writable, Scratch *scratch, Blocks *blocks);
 void copy_out_blocks(Blocks *blocks);
