@@ -164,3 +164,10 @@ def numpy_viewed_dtypes(torch) -> set:
 def same_dtype(a: Buffer, b: Buffer, what: str) -> None:
     if a.dtype_name != b.dtype_name:
         raise TypeError(f"{what}: dtypes differ, {a.dtype_name} and {b.dtype_name}")
+    if a.flat.dtype.isnative != b.flat.dtype.isnative:  # the same name, and bytes that mean other numbers
+        raise TypeError(f"{what}: byte orders differ, {_byte_order(a)} and {_byte_order(b)} {a.dtype_name}")
+
+
+def _byte_order(buffer: Buffer) -> str:
+    other = {"little": "big", "big": "little"}[sys.byteorder]
+    return f"{sys.byteorder if buffer.flat.dtype.isnative else other}-endian"

@@ -41,10 +41,6 @@ def open_lane(group, call, plan, turns) -> None:
     which, rooted = LISTED.get(call.lane[0], (0, False))
     if which and len(set(problem.counts)) > 1:
         return
-    # The C code reduces numbers in this machine's byte order; a reduce_scatter's key holds its output's dtype only,
-    # and its blocks are checked against that.
-    if call.combine is not None and not all(array.dtype.isnative for array in call.buffers.values()):
-        return
     if len(group.lanes) >= _LANES_KEPT:
         group.lanes.clear()
     recorder, runtime, seat = group.runtime.recorder, group.runtime, group.seat

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,7 @@ def bad_calls() -> dict:
         "bad op": _message(dist.all_reduce, f32, op="median"),
         "list length": _message(dist.all_gather, [f32] * (size + 1), f32),
         "dtype mismatch": _message(dist.all_gather_into_tensor, np.zeros(4 * size, np.float64), f32),
+        "byte order mismatch": _message(dist.reduce_scatter, f32, [np.zeros(4, f32.dtype.newbyteorder())] * size),
         "output too small": _message(dist.all_gather_into_tensor, np.zeros(4 * size - 1, np.float32), f32),
         "reduce_scatter input size": _message(dist.reduce_scatter_tensor, f32, np.zeros(4 * size + 1, np.float32)),
         "splits do not add up": _message(dist.all_to_all_single, np.zeros(size), np.zeros(size),
@@ -53,6 +56,7 @@ def bad_calls() -> dict:
     return results
 
 
+_OTHER_ORDER = {"little": "big", "big": "little"}[sys.byteorder]
 EXPECTED = {
     "root outside": ("ValueError", "src must be a rank of group"),
     "group root outside": ("ValueError", "group_src must be in [0,"),
@@ -62,6 +66,8 @@ EXPECTED = {
     "bad op": ("TypeError", "op must be a ReduceOp"),
     "list length": ("ValueError", "tensor_list must have one entry per rank"),
     "dtype mismatch": ("TypeError", "dtypes differ, float64 and float32"),
+    "byte order mismatch": ("TypeError", f"input_list[0] and output: byte orders differ, {_OTHER_ORDER}-endian and "
+                                         f"{sys.byteorder}-endian float32"),
     "output too small": ("ValueError", "output_tensor must have group size x input_tensor elements"),
     "reduce_scatter input size": ("ValueError", "input must have group size x output elements"),
     "splits do not add up": ("ValueError", "input_split_sizes must have one entry per rank"),
