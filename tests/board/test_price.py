@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
 from meshcomm.board.run import SLOT_BYTES
@@ -105,6 +107,20 @@ def test_the_defaults_broadcast_2_ranks_by_their_measured_rows() -> None:
     # other group sizes are the model's
     assert Chooser(DEFAULTS, 4, cores=2, single_copy=True).choose(
         canonical_problem("broadcast", 4, 1 << 20, 4), 4).how == "predicted"
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_the_defaults_gather_among_more_ranks_than_cores_by_their_measured_rows(n: int) -> None:
+    from meshcomm.tuner.choose import Chooser, canonical_problem
+
+    chooser = Chooser(DEFAULTS, n, cores=2, single_copy=True)
+    sizes = (1 << 10, 256 << 10, 1 << 20, 2 << 20, (4 << 20) - 4 * n, 4 << 20, 64 << 20)
+    chosen = {size: chooser.choose(canonical_problem("gather", n, size, 4), 4).name for size in sizes}
+    assert chosen == {1 << 10: "direct", 256 << 10: "direct", 1 << 20: "direct", 2 << 20: "direct",
+                      (4 << 20) - 4 * n: "direct", 4 << 20: "linear", 64 << 20: "linear"}
+    # the model alone sends the middle sizes as messages
+    assert Chooser(replace(DEFAULTS, choices=()), n, cores=2, single_copy=True).choose(
+        canonical_problem("gather", n, 1 << 20, 4), 4).name == "linear"
 
 
 def test_two_shot_is_priced_on_the_board_only_with_the_single_copy() -> None:
