@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from meshcomm.errors import CommTimeoutError, PeerLostError, RendezvousError, RevokedError
+from meshcomm.errors import AuthenticationError, CommTimeoutError, PeerLostError, RendezvousError, RevokedError
 from meshcomm.group.group import Group
 from meshcomm.group.runtime import Runtime
 from meshcomm.rendezvous import agreement, lifeline
@@ -113,9 +113,16 @@ def _build(group: Group, decision: agreement.Decision, topic: str, deadline: flo
     addresses = _lifelines(runtime)
     members = [group.ranks[m] for m in decision.alive]
     lifelines = [addresses[r] for r in members]
-    host, port = addresses[group.ranks[decision.coordinator]].rsplit(":", 1)
-    client = TCPStore(host, int(port), timeout=max(deadline - time.monotonic(), 0.1), token=runtime.token,
-                      wait_for_server=False)
+    coordinator = group.ranks[decision.coordinator]
+    host, port = addresses[coordinator].rsplit(":", 1)
+    try:
+        client = TCPStore(host, int(port), timeout=max(deadline - time.monotonic(), 0.1), token=runtime.token,
+                          wait_for_server=False)
+    except AuthenticationError as exc:
+        # The survivors share one token: a handshake that fails is the coordinator exiting, as lifeline.connect
+        # reads it, and shrink() agrees again without it.
+        raise PeerLostError(f"rank {runtime.rank}: the survivors' coordinator, rank {coordinator}, went during the "
+                            f"handshake: {exc}", coordinator) from exc
     new_rank = members.index(runtime.rank)
     store = lifeline.SurvivorStore(f"survivors/{topic}", client, new_rank, lifelines, runtime.token,
                                    serving=decision.coordinator == group.rank)

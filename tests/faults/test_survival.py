@@ -32,6 +32,28 @@ def results(nranks: int, *args: str, dead: set[int]) -> dict[int, dict]:
     return found
 
 
+def test_a_coordinator_gone_in_the_handshake_is_a_lost_peer_that_shrink_agrees_again_without(monkeypatch) -> None:
+    """The coordinator exiting while a survivor connects resets the store's handshake, which the store client reports
+    as a refusal; among survivors of one token it is the coordinator gone (as lifeline.connect reads it)."""
+    from types import SimpleNamespace
+
+    from meshcomm.errors import AuthenticationError, PeerLostError
+    from meshcomm.group import survival
+    from meshcomm.rendezvous import agreement
+
+    def refused(*args, **kwargs):
+        raise AuthenticationError("the store at 127.0.0.1:9 refused the connection: connection failed during "
+                                  "handshake: [Errno 104] Connection reset by peer")
+
+    monkeypatch.setattr(survival, "TCPStore", refused)
+    runtime = SimpleNamespace(rank=3, token=b"t", joins_jobs=False, lifelines=[f"127.0.0.1:{9 + r}" for r in range(4)])
+    group = SimpleNamespace(runtime=runtime, ranks=(0, 1, 2, 3), rank=3)
+    decision = agreement.Decision(alive=(1, 2, 3), gone=(0,), coordinator=1, flag=1)
+    with pytest.raises(PeerLostError, match="coordinator, rank 1, went during the handshake") as lost:
+        survival._build(group, decision, "shrink/0", deadline=0.0)
+    assert lost.value.peer == 1
+
+
 def check_round(found: dict[int, dict], name: str, members: list[int], lost: bool = True) -> None:
     """Every survivor saw the loss (or, with `lost` False, shrank a whole group) and got the same new group."""
     for old, result in found.items():
