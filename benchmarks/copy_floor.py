@@ -26,7 +26,7 @@ import numpy as np
 
 from meshcomm.bench.sizes import parse_sizes
 
-from rounds import spread
+from rounds import at_least_three, spread
 
 _BUFFER = 64 << 20  # larger than this machine's caches together
 _COPIES = 9
@@ -90,11 +90,9 @@ def main() -> int:
     parser.add_argument("--colls", default="broadcast,all_gather,all_to_all")
     parser.add_argument("--sizes", default="64M")
     parser.add_argument("--lib", default="mpich-yield", help="the rival, as `meshcomm bench --lib` names it")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=at_least_three, default=3)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
-    if args.repeats < 3:
-        parser.error("--repeats must be 3 or more: a median of fewer is no figure")
     sizes = parse_sizes(args.sizes)
     collectives = args.colls.split(",")
     for collective in collectives:

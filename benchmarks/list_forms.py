@@ -15,7 +15,7 @@ import os
 import statistics
 import sys
 
-from rounds import alternating_blocks, job_result, spread
+from rounds import alternating_blocks, at_least_three, job_result, spread
 
 BLOCKS = 6  # of each call, alternating, in one job
 
@@ -71,11 +71,9 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=2)
     parser.add_argument("--bytes", type=int, default=8, help="each rank's block")
     parser.add_argument("--apart", action="store_true", help="each block its own array")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=at_least_three, default=3)
     parser.add_argument("--iters", type=int, default=2000)
     args = parser.parse_args()
-    if args.rounds < 3:
-        parser.error("--rounds must be 3 or more: medians with ranges")
     now = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"before": os.path.abspath(args.before), "now": now}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}

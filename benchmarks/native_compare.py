@@ -19,7 +19,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from rounds import spread
+from rounds import at_least_three, spread
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -43,11 +43,9 @@ def main() -> int:
     parser.add_argument("--colls", default="all_reduce")
     parser.add_argument("--sizes", default="8")
     parser.add_argument("--compare", default="mpich")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=at_least_three, default=3)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
-    if args.repeats < 3:
-        parser.error("--repeats must be 3 or more: a median of fewer is no figure")
     times: dict[tuple, list[float]] = defaultdict(list)  # (coll, bytes, label) -> µs per round
     ratios: dict[tuple, list[float]] = defaultdict(list)  # (coll, bytes, rival) -> now ÷ rival per round
     for _ in range(args.repeats):

@@ -1,12 +1,22 @@
-"""What the benchmark scripts that start their own jobs share: a job's RESULT line, and a median with its range."""
+"""What the benchmark scripts that start their own jobs share: a job's RESULT line, calls timed in alternating blocks,
+at least three rounds, and a median with its range."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
 import time
 from typing import Callable
+
+
+def at_least_three(text: str) -> int:
+    """argparse's type for a count of rounds: a median of fewer than three is no figure."""
+    value = int(text)
+    if value < 3:
+        raise argparse.ArgumentTypeError(f"must be 3 or more, got {value}: a median of fewer is no figure")
+    return value
 
 
 def spread(values: list[float], digits: int = 3) -> str:

@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from rounds import alternating_blocks, job_result, spread
+from rounds import alternating_blocks, at_least_three, job_result, spread
 
 LAYERS = (2048, 4096, 4096, 1024, 10)  # 25 M parameters: 100 MB of float32 gradients per step
 BLOCKS = 8  # of each call, alternating, in one job
@@ -99,11 +99,9 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=["calls", "ddp"])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=at_least_three, default=3)
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    if args.rounds < 3:
-        parser.error("--rounds must be 3 or more")
     if args.kind == "calls":
         results: dict[str, list[float]] = {"torch-backend": [], "meshcomm-api": [], "ratio": []}
         for _ in range(args.rounds):
