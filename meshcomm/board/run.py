@@ -218,8 +218,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
         pieces = [problem.root, 0, problem.count, 0] if computes else []
     elif c in ("all_gather", "gather") and computes:
         offsets = problem.offsets()
-        members = sorted(range(problem.nranks), key=lambda member: member != me)  # its own first, as _all_gather
-        for member in members:
+        for member in _own_first(problem.nranks, me):
             pieces += [member, 0, offsets[member + 1] - offsets[member], offsets[member]]
     elif c == "scatter":
         start, stop = problem.offsets()[me : me + 2]
@@ -543,12 +542,15 @@ def _broadcast(problem: Problem, me: int) -> Callable:
     return lambda posts, out, combine: posts.copy(root, 0, out)
 
 
+def _own_first(nranks: int, me: int) -> list[int]:
+    """The members in the order an all_gather or gather copies their blocks, on both paths: this rank's own first,
+    as a gather root's is its input, which may be another member's block of the output (_OWN_BLOCK_FIRST)."""
+    return sorted(range(nranks), key=lambda member: member != me)
+
+
 def _all_gather(problem: Problem, me: int) -> Callable:
     offsets = problem.offsets()
-    # Its own block first: a gather root's is its input, which may be another member's block of the output
-    # (_OWN_BLOCK_FIRST).
-    members = sorted(range(problem.nranks), key=lambda member: member != me)
-    blocks = [(member, offsets[member], offsets[member + 1]) for member in members]
+    blocks = [(member, offsets[member], offsets[member + 1]) for member in _own_first(problem.nranks, me)]
 
     def compute(posts, out, combine) -> None:
         for member, lo, hi in blocks:

@@ -1,8 +1,9 @@
-/* A gather's output and a scatter's input, on the root, come from the face as a list of arrays, one block per
- * member. A lane (_core.c) runs such a call on one buffer over the blocks: the blocks themselves when they lie one
- * after another, as the chunks of one array do, else scratch memory it copies through. It takes only what the
- * face's checks would pass: a list or tuple of one numpy array per member, each of the tensor's dtype and bytes,
- * C-contiguous (and writable, for an output); anything else it leaves to the face, which names what is wrong. */
+/* An all_gather's output and a reduce_scatter's input, and a gather's output and a scatter's input on the root,
+ * come from the face as a list of arrays, one block per member (group/lanes.py's LISTED). A lane (_core.c) runs
+ * such a call on one buffer over the blocks: the blocks themselves when they lie one after another, as the chunks
+ * of one array do, else scratch memory it copies through. It takes only what the face's checks would pass: a list
+ * or tuple of one numpy array per member, each of the tensor's dtype and bytes, C-contiguous (and writable, for an
+ * output); anything else it leaves to the face, which names what is wrong. */
 #include "blocks.h"
 
 #include <string.h>
