@@ -11,6 +11,7 @@ import numpy as np
 
 from meshcomm.algorithms.problem import problem_of
 from meshcomm.api import ops as _ops
+from meshcomm.api.fronts import fronted
 from meshcomm.api.state import group_peer, lanes_of, resolve_group
 from meshcomm.api.tensors import Buffer, as_buffer, same_dtype, tensor_array
 from meshcomm.executor import narrow_floats
@@ -110,6 +111,8 @@ def _check_list(values, name: str, length: int) -> list:
     return list(values)
 
 
+@fronted(("src", "group_src", "tensor.dtype", "tensor.shape"), ("tensor", "tensor"), tensor="array", src="root",
+         group_src="root")
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, algorithm=None, timeout=None):
     """Copy `tensor` from rank `src` into `tensor` on every rank of the group."""
     key = None
@@ -130,6 +133,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None, *, a
     return g.collective(call, async_op)
 
 
+@fronted(("op", "tensor.dtype", "tensor.shape"), ("tensor", "tensor"), tensor="array", op="op")
 def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algorithm=None, timeout=None):
     """Reduce `tensor` across the group; every rank gets the result in place."""
     key = None
@@ -150,6 +154,8 @@ def all_reduce(tensor, op=_ops.ReduceOp.SUM, group=None, async_op=False, *, algo
     return g.collective(call, async_op)
 
 
+@fronted(("op", "dst", "group_dst", "tensor.dtype", "tensor.shape"), ("tensor", "tensor"), tensor="array", op="op",
+         dst="root", group_dst="root")
 def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, group_dst=None, *,
            algorithm=None, timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst`; other ranks' tensors are unchanged."""
@@ -174,6 +180,7 @@ def reduce(tensor, dst=None, op=_ops.ReduceOp.SUM, group=None, async_op=False, g
     return g.collective(Call(problem, buffers, buf.dtype_name, name, combine, algorithm, finish, timeout, key), async_op)
 
 
+@fronted(("tensor.dtype", "tensor.shape"), ("tensor", "tensor_list"), tensor="array", tensor_list="list")
 def all_gather(tensor_list, tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """tensor_list[r] receives rank r's `tensor`, on every rank."""
     key = None
@@ -212,6 +219,8 @@ def _all_gather(tensor_list, tensor, group, async_op, algorithm, timeout, key):
     return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout, key), async_op)
 
 
+@fronted(("output_tensor.dtype", "output_tensor.shape", "input_tensor.dtype", "input_tensor.shape"),
+         ("input_tensor", "output_tensor"), output_tensor="array", input_tensor="array")
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, *, algorithm=None, timeout=None):
     """output_tensor holds every rank's input_tensor concatenated in rank order."""
     key = None
@@ -238,6 +247,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     return g.collective(call, async_op)
 
 
+@fronted(("op", "output.dtype", "output.shape"), ("input_list", "output"), output="array", input_list="list", op="op")
 def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
                    algorithm=None, timeout=None):
     """Reduce input_list[r] across the group into rank r's `output`."""
@@ -267,6 +277,8 @@ def reduce_scatter(output, input_list, op=_ops.ReduceOp.SUM, group=None, async_o
     return g.collective(call, async_op)
 
 
+@fronted(("op", "output.dtype", "output.shape", "input.dtype", "input.shape"), ("input", "output"), output="array",
+         input="array", op="op")
 def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async_op=False, *,
                           algorithm=None, timeout=None):
     """Reduce `input` across the group; rank r keeps block r (of output's size) in `output`."""
@@ -296,6 +308,8 @@ def reduce_scatter_tensor(output, input, op=_ops.ReduceOp.SUM, group=None, async
     return g.collective(call, async_op)
 
 
+@fronted(("dst", "group_dst", "tensor.dtype", "tensor.shape", "not gather_list"), ("tensor", "gather_list"),
+         tensor="array", gather_list="list", dst="root", group_dst="root")
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None, *,
            algorithm=None, timeout=None):
     """gather_list[r] on rank `dst` receives rank r's `tensor`."""
@@ -341,6 +355,8 @@ def _gather(tensor, gather_list, dst, group, async_op, group_dst, algorithm, tim
     return g.collective(Call(problem, buffers, buf.dtype_name, "none", None, algorithm, finish, timeout, key), async_op)
 
 
+@fronted(("src", "group_src", "tensor.dtype", "tensor.shape", "not scatter_list"), ("scatter_list", "tensor"),
+         tensor="array", scatter_list="list", src="root", group_src="root")
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None, *,
             algorithm=None, timeout=None):
     """Rank r's `tensor` receives scatter_list[r] from rank `src`."""
@@ -434,6 +450,8 @@ def _rows(buffer: Buffer, shape) -> tuple[int, int]:
     return rows, (buffer.count // rows if rows else int(np.prod(shape[1:], dtype=np.int64)))
 
 
+@fronted(("output.dtype", "output.shape", "input.dtype", "input.shape"), ("input", "output"), output="array",
+         input="array", output_split_sizes="none", input_split_sizes="none")
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
                       async_op=False, *, algorithm=None, timeout=None):
     """Split `input` along dim 0 by input_split_sizes, send piece j to rank j; output collects the pieces."""

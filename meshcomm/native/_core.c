@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "blocks.h"
+#include "fronts.h"
 #include "group_calls.h"
 #include "rings.h"
 
@@ -1439,7 +1440,7 @@ PyMODINIT_FUNC PyInit__core(void) {
         PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0 ||
         PyModule_AddObject(m, "Turns", (PyObject *)&TurnsType) < 0 ||
         PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0 ||
-        add_group_call_types(m) < 0) {
+        add_group_call_types(m) < 0 || add_front_type(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,5 +1,5 @@
-/* What the compiled hot path's files share: the clocks, whether a group's call may start, and waking a futex's
- * sleepers. */
+/* What the compiled hot path's files share: the clocks, whether a group's call may start, declining a call to the
+ * Python path, and waking a futex's sleepers. */
 #ifndef MESHCOMM_NATIVE_COMMON_H
 #define MESHCOMM_NATIVE_COMMON_H
 
@@ -35,6 +35,15 @@ static inline int group_open(PyObject *transport, PyObject *aborted_name, PyObje
     if (!open || PyDict_GET_SIZE(revoked) == 0) return open;
     if (PyDict_GetItemWithError(revoked, group_id)) return 0;
     return PyErr_Occurred() ? -1 : 1;
+}
+
+/* 0, declining: an error before a lane runs (an argument unlike what the Python path takes) is the Python path's
+ * to meet, or not, as it does; only an interrupt goes straight up. */
+static inline int declined(void) {
+    if (!PyErr_Occurred()) return 0;
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+    PyErr_Clear();
+    return 0;
 }
 
 static inline void futex_wake_all(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }

@@ -14,6 +14,8 @@
  * real view. */
 #include "group_calls.h"
 
+#include "common.h"
+
 #include <stddef.h>
 
 static PyObject *ASYNC_OP, *TIMEOUT, *REDUCE_OP, *DTYPE, *SHAPE, *RUN, *REQUIRES_GRAD, *IS_CPU, *LAYOUT,
@@ -198,15 +200,6 @@ static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *dtype, PyObje
         Py_XSETREF(self->last_lane, Py_NewRef(lane));
     }
     return lane;
-}
-
-/* 0, declining: an error before the lane runs (an options record or tensor unlike torch's) is the Python path's to
- * meet, or not, as it does; only an interrupt goes straight up. */
-static int declined(void) {
-    if (!PyErr_Occurred()) return 0;
-    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
-    PyErr_Clear();
-    return 0;
 }
 
 /* 1 once a lane ran the call; 0 when none may, before anything moved; -1 with an error set. */

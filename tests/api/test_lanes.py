@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from meshcomm import native
+from tests.api.test_message_lanes import _Counted
 from tests.board.test_native import _FLOATS, _INTS, _pairs, _values, on_both_paths
 from tests.ranks import Cluster
 
@@ -18,18 +19,22 @@ REPEATS = 3  # the first call of a shape makes its lane; the others run on it
 
 
 def counting_lane_runs(ran: dict):
-    """Make the faces count, in `ran`, the calls each collective's lanes ran (their `run` answered True)."""
-    from meshcomm.api import collectives
+    """Make each lane the groups open from now on count, in `ran`, the calls it ran (its `run` answered True), by
+    collective: the faces and their compiled fronts (api/fronts.py) alike run a lane by its `run`. Returns what
+    to put back as lanes.open_lane."""
+    from meshcomm.group import lanes
 
-    on_lane = collectives._on_lane
+    open_lane = lanes.open_lane
 
-    def counted(group, key, input, output) -> bool:
-        done = on_lane(group, key, input, output)
-        ran[key[0]] = ran.get(key[0], 0) + done
-        return done
+    def counted(group, call, plan, turns) -> None:
+        open_lane(group, call, plan, turns)
+        lane = dict.get(group.lanes, call.lane)
+        if lane is not None:
+            ran.setdefault(call.lane[0], 0)
+            dict.__setitem__(group.lanes, call.lane, _Counted(lane, call.lane[0], ran))
 
-    collectives._on_lane = counted
-    return on_lane
+    lanes.open_lane = counted
+    return open_lane
 
 
 def repeat_every_laned_call(with_bfloat16: bool) -> tuple[dict, str, list[str]]:
@@ -37,16 +42,16 @@ def repeat_every_laned_call(with_bfloat16: bool) -> tuple[dict, str, list[str]]:
     collective lanes ran, a digest of every byte, what the flight recorder got wrong)."""
     import meshcomm as dist
     from meshcomm import ReduceOp
-    from meshcomm.api import collectives
+    from meshcomm.group import lanes
     from meshcomm.api.state import resolve_group, runtime
     from meshcomm.trace import flight_recorder as fr
 
     ran: dict = {}
-    on_lane = counting_lane_runs(ran)
+    open_lane = counting_lane_runs(ran)
     try:
         return ran, *_repeat_every_laned_call(with_bfloat16, dist, ReduceOp, resolve_group, runtime, fr)
     finally:
-        collectives._on_lane = on_lane
+        lanes.open_lane = open_lane
 
 
 def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group, runtime, fr) -> tuple[str, list]:
@@ -137,8 +142,8 @@ def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int)
     python_results, compiled_results = on_both_paths(n, repeat_every_laned_call, timeout=240)
     laned = ["all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all_single", "broadcast", "gather",
              "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter"]
-    # on the compiled path, lanes ran calls of every collective they serve; on the Python path, none
-    assert all(sorted(ran) == laned and sum(ran.values()) == 0 and wrong == [] for ran, _, wrong in python_results)
+    # on the compiled path, lanes ran calls of every collective they serve; on the Python path, none opened
+    assert all(ran == {} and wrong == [] for ran, _, wrong in python_results)
     for ran, _, wrong in compiled_results:
         assert wrong == [] and sorted(ran) == laned and all(ran[name] > 10 for name in laned), (ran, wrong)
     assert [digest for _, digest, _ in compiled_results] == [digest for _, digest, _ in python_results]
@@ -325,11 +330,11 @@ def reduce_scatter_in_place_apart(with_bfloat16: bool) -> tuple[dict, str]:
     back to numpy (fallout), REPEATS times each: (how many lanes ran, a digest of every byte that came out)."""
     import meshcomm as dist
     from meshcomm import ReduceOp
-    from meshcomm.api import collectives
+    from meshcomm.group import lanes
 
     rank, n = dist.get_rank(), dist.get_world_size()
     ran: dict = {}
-    on_lane = counting_lane_runs(ran)
+    open_lane = counting_lane_runs(ran)
     digest = hashlib.sha256()
     try:
         for op in (ReduceOp.SUM, ReduceOp.MIN, ReduceOp.MAX):
@@ -338,7 +343,7 @@ def reduce_scatter_in_place_apart(with_bfloat16: bool) -> tuple[dict, str]:
                 dist.reduce_scatter(blocks[rank], blocks, op=op)
                 digest.update(b"".join(block.tobytes() for block in blocks))
     finally:
-        collectives._on_lane = on_lane
+        lanes.open_lane = open_lane
     return ran, digest.hexdigest()
 
 
@@ -409,14 +414,14 @@ def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
     import torch
 
     import meshcomm as dist
-    from meshcomm.api import collectives
+    from meshcomm.group import lanes
     from meshcomm.api.state import resolve_group
     from tests.api.test_message_lanes import CountingLanes
 
     rank, n = dist.get_rank(), dist.get_world_size()
     ran: dict = {}
     torch_ran: dict = {}
-    on_lane = counting_lane_runs(ran)
+    open_lane = counting_lane_runs(ran)
     wrong = []
 
     world = resolve_group(None)
@@ -480,7 +485,7 @@ def torch_tensors_beside_numpy_arrays() -> tuple[dict, list[str]]:
         if half.float().tolist() != [n] * 3:
             wrong.append(f"bfloat16: {half.tolist()}")
     finally:
-        collectives._on_lane = on_lane
+        lanes.open_lane = open_lane
     return torch_ran, wrong
 
 
