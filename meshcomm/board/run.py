@@ -45,12 +45,21 @@ from meshcomm.executor.reduce_ops import Combine
 from meshcomm.transport.buffers import byte_view
 
 
-# Bytes one member may publish in a slot of a group's board; larger `direct` calls go by reference
-# when the host allows it (fits), as messages when not. Up to 256 KiB two copies through a slot and one
-# synchronisation beat one copy by reference and two; beyond, they no longer do
-# (benchmarks/results/design-figures-2026-11-25.md). The board holds board/segment.py's SLOTS (16) of them
-# per member: 4 MiB, in tmpfs pages touched only when used.
-SLOT_BYTES = 256 << 10
+# Bytes of a slot of a group's board. The board holds board/segment.py's SLOTS (16) of them per member: 8 MiB, in
+# tmpfs pages touched only when used.
+SLOT_BYTES = 512 << 10
+# Bytes a member's post may put in a slot; a larger `direct` call goes by reference when the host allows it
+# (fits), as messages when not. Up to 256 KiB two copies through a slot and one synchronisation beat one copy by
+# reference and two; a gather's, posted while its root copies its own block, beat it up to the whole slot
+# (docs/board.md).
+SLOT_POST_BYTES = 256 << 10
+
+
+def slot_post_bytes(collective: str) -> int:
+    """The most bytes a member's post of `collective` puts in a slot: larger ones go by reference."""
+    return SLOT_BYTES if collective == "gather" else SLOT_POST_BYTES
+
+
 # Bytes of each member's staging area on the board: a post by reference of STAGE_FROM_BYTES to this size (the
 # two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
 # the area and the buffers stay in the cache; smaller, the copy in costs more than it saves (docs/board.md).
@@ -133,13 +142,13 @@ def fits(problem: Problem, itemsize: int, by_reference: bool = False, algorithm:
     if algorithm == "two_shot":
         return by_reference and problem.collective == "all_reduce"
     return (algorithm == "direct" and problem.collective in COLLECTIVES
-            and (by_reference or largest_post(problem) * itemsize <= SLOT_BYTES))
+            and (by_reference or largest_post(problem) * itemsize <= slot_post_bytes(problem.collective)))
 
 
 def goes_by_reference(problem: Problem, itemsize: int) -> bool:
     """Whether some member's post of this direct call is too large for a slot (so, on the board, goes by
     reference; a two-shot call always does)."""
-    return largest_post(problem) * itemsize > SLOT_BYTES
+    return largest_post(problem) * itemsize > slot_post_bytes(problem.collective)
 
 
 class Plan(NamedTuple):
@@ -168,7 +177,7 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     if algorithm == "direct" and own_block(problem, me) is not None:
         own_blocks = tuple(own_block(problem, m) for m in range(problem.nranks))
     count = published_count(problem, me)
-    by_reference = algorithm == "two_shot" or count * itemsize > SLOT_BYTES
+    by_reference = algorithm == "two_shot" or count * itemsize > slot_post_bytes(problem.collective)
     some_by_reference = goes_by_reference(problem, itemsize)
     largest = max(problem.input_count(me), problem.output_count(me)) * itemsize
     long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES

@@ -8,7 +8,7 @@ import pytest
 
 from meshcomm.algorithms import get_schedule
 from meshcomm.algorithms.problem import Problem
-from meshcomm.board.run import SLOT_BYTES
+from meshcomm.board.run import SLOT_BYTES, fits, slot_post_bytes
 from meshcomm.tuner.model import DEFAULTS, Link, Parameters
 from meshcomm.board.price import board_time
 from meshcomm.tuner.predict import predict, replay
@@ -49,13 +49,24 @@ def test_ranks_outnumbering_cores_wake_a_rank_per_synchronisation_and_stretch_th
 
 
 def test_direct_is_priced_as_messages_off_the_board() -> None:
-    too_big = Problem("all_reduce", 2, (SLOT_BYTES // 4 + 1,))
-    fits = Problem("all_reduce", 2, (SLOT_BYTES // 4,))
+    too_big = Problem("all_reduce", 2, (slot_post_bytes("all_reduce") // 4 + 1,))
+    in_slot = Problem("all_reduce", 2, (slot_post_bytes("all_reduce") // 4,))
     as_messages = replay([get_schedule(too_big, r, "direct") for r in range(2)], 4, DEFAULTS, cores=2)
     assert predict(too_big, "direct", 4, DEFAULTS, cores=2) == as_messages
-    assert predict(fits, "direct", 4, DEFAULTS, [0, 0], cores=2) == board_time(fits, 4, DEFAULTS, cores=2)
-    assert predict(fits, "direct", 4, DEFAULTS, [0, 1], cores=2) == \
-        replay([get_schedule(fits, r, "direct") for r in range(2)], 4, DEFAULTS, [0, 1], cores=2)
+    assert predict(in_slot, "direct", 4, DEFAULTS, [0, 0], cores=2) == board_time(in_slot, 4, DEFAULTS, cores=2)
+    assert predict(in_slot, "direct", 4, DEFAULTS, [0, 1], cores=2) == \
+        replay([get_schedule(in_slot, r, "direct") for r in range(2)], 4, DEFAULTS, [0, 1], cores=2)
+
+
+def test_a_gathers_post_fills_a_slot_where_other_posts_stop_at_half() -> None:
+    # A gather's members post while its root copies its own block: two copies through a slot beat one by
+    # reference up to a whole slot (docs/board.md). The other collectives post up to SLOT_POST_BYTES.
+    assert slot_post_bytes("gather") == SLOT_BYTES and slot_post_bytes("all_gather") == SLOT_BYTES // 2
+    blocks = SLOT_BYTES // 4
+    assert fits(Problem("gather", 2, (blocks, blocks), root=0), 4)
+    assert not fits(Problem("gather", 2, (blocks + 1, blocks + 1), root=0), 4)
+    assert not fits(Problem("all_gather", 2, (blocks, blocks)), 4)
+    assert fits(Problem("all_gather", 2, (blocks // 2, blocks // 2)), 4)
 
 
 PEER_BYTES_ONLY = Parameters(same_host=Link(0.0, 1.0), other_host=Link(1.0, 1.0), gamma=0.0, copy=0.0, call=0.0,
@@ -65,7 +76,7 @@ OWN_BYTES_ONLY = Parameters(same_host=Link(0.0, 0.0), other_host=Link(1.0, 1.0),
 
 
 def test_a_call_too_large_for_a_slot_is_priced_by_reference_when_ranks_read_each_other_s_memory() -> None:
-    n, block = 4, SLOT_BYTES // 4 + 1  # float32 blocks one element larger than a slot
+    n, block = 4, slot_post_bytes("all_gather") // 4 + 1  # float32 blocks one element larger than a post in a slot
     gather = Problem("all_gather", n, (block,) * n)
     as_messages = replay([get_schedule(gather, r, "direct") for r in range(n)], 4, DEFAULTS, cores=n)
     assert predict(gather, "direct", 4, DEFAULTS, cores=n) == as_messages
@@ -114,10 +125,11 @@ def test_the_defaults_gather_among_more_ranks_than_cores_by_their_measured_rows(
     from meshcomm.tuner.choose import Chooser, canonical_problem
 
     chooser = Chooser(DEFAULTS, n, cores=2, single_copy=True)
-    sizes = (1 << 10, 256 << 10, 1 << 20, 2 << 20, (4 << 20) - 4 * n, 4 << 20, 64 << 20)
+    sizes = (1 << 10, 256 << 10, 1 << 20, 2 << 20, (4 << 20) - 4 * n, 4 << 20, (8 << 20) - 4 * n, 8 << 20, 64 << 20)
     chosen = {size: chooser.choose(canonical_problem("gather", n, size, 4), 4).name for size in sizes}
-    assert chosen == {1 << 10: "direct", 256 << 10: "direct", 1 << 20: "direct", 2 << 20: "direct",
-                      (4 << 20) - 4 * n: "direct", 4 << 20: "linear", 64 << 20: "linear"}
+    # on 8 ranks the blocks of a 4 MiB gather still fit in a slot (512 KiB): direct up to the 8 MiB bucket
+    board_below = 4 << 20 if n == 4 else 8 << 20
+    assert chosen == {size: "direct" if size < board_below else "linear" for size in sizes}
     # the model alone sends the middle sizes as messages
     assert Chooser(replace(DEFAULTS, choices=()), n, cores=2, single_copy=True).choose(
         canonical_problem("gather", n, 1 << 20, 4), 4).name == "linear"
