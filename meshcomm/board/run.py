@@ -246,8 +246,8 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     own_lo, own_hi = made.own_blocks[me] if made.own_blocks is not None else (-1, -1)
     own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
-                            made.readers, own_blocks, pieces, computes, made.some_by_reference or writes, writes,
-                            made.long_copies, may_stage(made),
+                            made.readers, own_blocks, pieces, computes, made.some_by_reference or writes,
+                            made.by_reference, writes, made.long_copies, may_stage(made),
                             _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
 
 

@@ -332,6 +332,7 @@ typedef struct {
     int nread, *read;       /* members whose slots it reads */
     int nreaders, *readers; /* members that read its post */
     int some_by_reference;  /* some member's post is larger than a slot: it goes by reference */
+    int by_reference;       /* this rank's post goes by reference (board/run.py's slot_post_bytes) */
     int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
     int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
     int may_stage;          /* its post by reference may be staged (board/run.py's may_stage) */
@@ -400,8 +401,8 @@ static int *other_members(PyObject *sequence, int me, int nmembers, int *count, 
 }
 
 /* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
- *      some_by_reference, writes, long_copies, may_stage, type, op, itemsize, fingerprint): sequences flat (own_blocks: 2 per
- *      member or empty; pieces: 4 per piece). */
+ *      some_by_reference, by_reference, writes, long_copies, may_stage, type, op, itemsize, fingerprint): sequences
+ *      flat (own_blocks: 2 per member or empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *readers, *own_blocks, *pieces;
     Py_buffer fingerprint;
@@ -410,11 +411,11 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOppppppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
                           &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers, &own_blocks,
-                          &pieces, &self->computes, &self->some_by_reference, &self->writes, &self->long_copies,
-                          &self->may_stage,
-                          &self->type, &self->op, &self->itemsize, &fingerprint))
+                          &pieces, &self->computes, &self->some_by_reference, &self->by_reference, &self->writes,
+                          &self->long_copies, &self->may_stage, &self->type, &self->op, &self->itemsize,
+                          &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
         PyBuffer_Release(&fingerprint);
@@ -430,6 +431,10 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     }
     if (self->some_by_reference && self->reducing && !self->writes) {
         PyErr_SetString(PyExc_ValueError, "a direct reduction with posts by reference runs in Python");
+        return -1;
+    }
+    if ((self->by_reference && !self->some_by_reference) || (self->writes && !self->by_reference)) {
+        PyErr_SetString(PyExc_ValueError, "a post by reference is one of a plan with some by reference");
         return -1;
     }
     if (self->writes && !(self->reducing && self->some_by_reference && self->own_lo < 0)) {
@@ -881,9 +886,10 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     int me = p->me;
     Py_ssize_t item = p->itemsize;
     Py_ssize_t own = p->own_lo >= 0 ? (p->own_hi - p->own_lo) * item : 0;
-    int mine_by_reference = p->writes || p->published * item > b->slot_bytes;
+    int mine_by_reference = p->by_reference;
     /* a post of its whole input less its own block, or of its first `published` elements */
-    if ((p->published && !have_in) || (mine_by_reference && !p->some_by_reference) || (p->writes && !have_out) ||
+    if ((p->published && !have_in) || (!mine_by_reference && p->published * item > b->slot_bytes) ||
+        (p->writes && !have_out) ||
         (p->own_lo >= 0 ? !have_in || in->len != p->published * item + own || p->own_hi * item > in->len
                         : have_in && in->len < p->published * item)) {
         PyErr_SetString(PyExc_ValueError, "the call's input does not fit the plan");

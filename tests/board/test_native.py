@@ -255,7 +255,8 @@ def _gather_by_reference(me: int):
 
     problem = problem_of("all_gather", 2, (40, 40))
     plan = board_run.plan(problem, me, 8, "direct", "int64", "none", bytes(range(16)))
-    return board_run.native_plan(plan._replace(some_by_reference=True), 8, "int64", "none", bytes(range(16)))
+    return board_run.native_plan(plan._replace(some_by_reference=True, by_reference=True), 8, "int64", "none",
+                                 bytes(range(16)))
 
 
 @needs_compiled
@@ -315,6 +316,32 @@ def test_a_compiled_call_reads_a_staged_post_out_of_the_staging_area_and_stages_
     finally:
         for board in boards:
             board.close()
+
+
+@needs_compiled
+def test_a_compiled_post_goes_by_reference_where_the_plan_says_though_it_would_fit_a_slot(two_boards) -> None:
+    # A broadcast's or scatter's post of 256 to 512 KiB fits a slot but goes by reference (board/run.py's
+    # slot_post_bytes): the compiled path posts as the plan says, not by the slot's size. Here 128 bytes in slots
+    # of 256.
+    import time
+
+    from meshcomm.algorithms.problem import problem_of
+    from meshcomm.board import run as board_run
+
+    problem = problem_of("all_gather", 2, (16, 16))
+    plan = board_run.plan(problem, 0, 8, "direct", "int64", "none", bytes(range(16)))
+    assert not plan.by_reference
+    by_reference = board_run.native_plan(plan._replace(some_by_reference=True, by_reference=True), 8, "int64",
+                                         "none", bytes(range(16)))
+    theirs = np.arange(16, dtype=np.int64) + 100
+    two_boards[1].post(1, 0, bytes(range(16)), memoryview(theirs).cast("B"), 0.0, float("inf"),
+                       lambda missing: None, by_reference=True)
+    two_boards[1].finish(1, 0)  # member 1 has read member 0's post, as it will have once it returns
+    mine, output = np.arange(16, dtype=np.int64), np.zeros(32, np.int64)
+    two_boards[0].native.run(by_reference, 0, mine, output, 0.0, time.monotonic() + 30,
+                             lambda missing: pytest.fail(f"waited for {missing}"))
+    assert output.tolist() == list(range(16)) + list(range(100, 116))
+    assert two_boards[1].by_reference(0, 0)
 
 
 def _plan_for_two(me: int):
