@@ -271,6 +271,20 @@ static PyObject *front_repr(FrontObject *self) {
     return self->face ? PyUnicode_FromFormat("<front of %R>", self->face) : PyUnicode_FromString("<Front>");
 }
 
+/* Pickled by name, as the function it stands for is: the module's attribute of the face's name is this front. */
+static PyObject *front_reduce(FrontObject *self, PyObject *unused) {
+    if (!self->face) {
+        PyErr_SetString(PyExc_TypeError, "a Front made by Front(...) is pickled by its face's name");
+        return NULL;
+    }
+    return PyObject_GetAttrString(self->face, "__qualname__");
+}
+
+static PyMethodDef front_methods[] = {
+    {"__reduce__", (PyCFunction)front_reduce, METH_NOARGS, "the face's name: pickle finds the front by it"},
+    {NULL},
+};
+
 static PyGetSetDef front_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL},
@@ -287,6 +301,7 @@ static PyTypeObject FrontType = {
     .tp_doc = "A face of the API: a blocking call on numpy arrays runs on the group's lane; the face runs the rest.",
     .tp_traverse = (traverseproc)front_traverse,
     .tp_clear = (inquiry)front_clear,
+    .tp_methods = front_methods,
     .tp_getset = front_getset,
     .tp_dictoffset = offsetof(FrontObject, dict),
     .tp_init = (initproc)front_init,

@@ -140,6 +140,22 @@ def test_a_call_the_front_does_not_run_reaches_the_face_as_it_came() -> None:
 
 
 @needs_compiled
+def test_a_front_reads_as_its_face_and_pickles_by_its_name() -> None:
+    import inspect
+    import pickle
+
+    import meshcomm as dist
+    from meshcomm.api import collectives
+
+    for name in FRONTED:
+        front = getattr(dist, name)
+        assert type(front).__name__ == "Front" and front is getattr(collectives, name)
+        assert front.__name__ == name and front.__doc__ == front.__wrapped__.__doc__
+        assert inspect.signature(front) == inspect.signature(front.__wrapped__)
+        assert pickle.loads(pickle.dumps(front)) is front
+
+
+@needs_compiled
 def test_a_front_must_be_told_every_parameter() -> None:
     from meshcomm.api.fronts import fronted
 
