@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class _Op:
+class _Op(NamedTuple):
+    """A reduction: a tuple, so that hashing one (every lane key holds its op) runs in C, not in a Python __hash__."""
+
     name: str
     factor: float | None = None
 
