@@ -23,6 +23,9 @@ from meshcomm.group.group import Group
 
 # What each face's lane test asks of these parameters; a face names its others.
 _SHARED_RULES = {"group": "group", "async_op": "false", "algorithm": "none", "timeout": "none"}
+# The rules a Front knows (native/fronts.c): anything; None; False; an int or None; a list, tuple or None; exactly a
+# numpy array; exactly a ReduceOp; the group its lanes are found in.
+_RULES = frozenset({"any", "none", "false", "root", "list", "array", "op", "group"})
 
 
 def fronted(key: tuple, sides: tuple[str, str], **rules: str):
@@ -32,8 +35,6 @@ def fronted(key: tuple, sides: tuple[str, str], **rules: str):
     "list", "op", "none", "false", "any"), and every parameter needs one."""
 
     def wrap(face):
-        if native.core is None:
-            return face
         parameters = list(inspect.signature(face).parameters.values())
         names = tuple(p.name for p in parameters)
         all_rules = {**_SHARED_RULES, **rules}
@@ -41,6 +42,11 @@ def fronted(key: tuple, sides: tuple[str, str], **rules: str):
         if missing or len(all_rules) != len(names):
             raise ValueError(f"{face.__name__}'s front needs a rule for each parameter, not {sorted(all_rules)}: "
                              f"missing {missing}")
+        unknown = {name: rule for name, rule in all_rules.items() if rule not in _RULES}
+        if unknown:
+            raise ValueError(f"{face.__name__}'s front: rules {unknown} are none of {sorted(_RULES)}")
+        if native.core is None:
+            return face
         front = native.core.Front(
             face, names, sum(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters),
             tuple(p.default for p in parameters), inspect.Parameter.empty, tuple(all_rules[n] for n in names),

@@ -33,6 +33,7 @@ typedef struct {
     PyObject *state;      /* the API state's namespace: its _runtime's world holds the world's lanes */
     PyObject *group_type, *op_type, *array_type;
     PyObject *dict;       /* the face's name, doc and __wrapped__ (functools.update_wrapper) */
+    PyObject *weakrefs;
     Py_ssize_t positional, nparams, nitems;
     int input, output, group; /* the parameters handed to the lane, and the one naming the group */
     signed char rules[MOST_PARAMETERS];
@@ -58,6 +59,7 @@ static int front_clear(FrontObject *self) {
 
 static void front_dealloc(FrontObject *self) {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
     front_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -194,9 +196,14 @@ static int allowed(FrontObject *self, int rule, PyObject *value) {
 static PyObject *lanes_of(FrontObject *self, PyObject *group) {
     PyObject *holder;
     if (group == Py_None) {
-        PyObject *runtime = PyDict_GetItemWithError(self->state, RUNTIME_NAME);
-        if (!runtime || runtime == Py_None) return NULL;
-        if (!(holder = PyObject_GetAttr(runtime, WORLD_NAME))) return NULL;
+        PyObject *runtime = Py_XNewRef(PyDict_GetItemWithError(self->state, RUNTIME_NAME));
+        if (!runtime || runtime == Py_None) {
+            Py_XDECREF(runtime);
+            return NULL;
+        }
+        holder = PyObject_GetAttr(runtime, WORLD_NAME);
+        Py_DECREF(runtime);
+        if (!holder) return NULL;
     } else if ((PyObject *)Py_TYPE(group) == self->group_type) {
         holder = Py_NewRef(group);
     } else {
@@ -267,6 +274,9 @@ static PyObject *front_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return (PyObject *)self;
 }
 
+/* As a staticmethod's: a front in a class is its face, not a method, and inspect and pydoc read it as a routine. */
+static PyObject *front_get(PyObject *self, PyObject *instance, PyObject *owner) { return Py_NewRef(self); }
+
 static PyObject *front_repr(FrontObject *self) {
     return self->face ? PyUnicode_FromFormat("<front of %R>", self->face) : PyUnicode_FromString("<Front>");
 }
@@ -304,6 +314,8 @@ static PyTypeObject FrontType = {
     .tp_methods = front_methods,
     .tp_getset = front_getset,
     .tp_dictoffset = offsetof(FrontObject, dict),
+    .tp_weaklistoffset = offsetof(FrontObject, weakrefs),
+    .tp_descr_get = front_get,
     .tp_init = (initproc)front_init,
     .tp_new = front_new,
 };
