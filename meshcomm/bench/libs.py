@@ -9,6 +9,7 @@ to measure against, never dependencies.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -82,28 +83,33 @@ class Meshcomm(Library):
 
     def bind(self, lay: Layout, bufs: Buffers, root: int, op: str | None, algorithm: str | None) -> Call:
         dist = self._dist
-        send, recv, kw = bufs.send, bufs.recv, {"algorithm": algorithm}
+        send, recv = bufs.send, bufs.recv
         reduce_op = _torch_style_op(dist.ReduceOp, op)
         coll = lay.collective
+        if coll == "pingpong":
+            return _pingpong(self.rank, lambda peer: dist.send(send, dst=peer), lambda peer: dist.recv(send, src=peer))
+        # Without --algo the call is the one a program writes: no `algorithm=None` for the face to bind.
+        face = getattr(dist, {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor",
+                              "all_to_all": "all_to_all_single"}.get(coll, coll))
+        if algorithm is not None:
+            face = functools.partial(face, algorithm=algorithm)
         if coll == "all_reduce":
-            return lambda: dist.all_reduce(send, op=reduce_op, **kw)
+            return lambda: face(send, op=reduce_op)
         if coll == "broadcast":
-            return lambda: dist.broadcast(send, src=root, **kw)
+            return lambda: face(send, src=root)
         if coll == "reduce":
-            return lambda: dist.reduce(send, dst=root, op=reduce_op, **kw)
-        if coll == "all_gather":
-            return lambda: dist.all_gather_into_tensor(recv, send, **kw)
+            return lambda: face(send, dst=root, op=reduce_op)
+        if coll in ("all_gather", "all_to_all"):
+            return lambda: face(recv, send)
         if coll == "reduce_scatter":
-            return lambda: dist.reduce_scatter_tensor(recv, send, op=reduce_op, **kw)
-        if coll == "all_to_all":
-            return lambda: dist.all_to_all_single(recv, send, **kw)
+            return lambda: face(recv, send, op=reduce_op)
         if coll == "gather":
             gather_list = _blocks(recv, self.size) if self.rank == root else None
-            return lambda: dist.gather(send, gather_list, dst=root, **kw)
+            return lambda: face(send, gather_list, dst=root)
         if coll == "scatter":
             scatter_list = _blocks(send, self.size) if self.rank == root else None
-            return lambda: dist.scatter(recv, scatter_list, src=root, **kw)
-        return _pingpong(self.rank, lambda peer: dist.send(send, dst=peer), lambda peer: dist.recv(send, src=peer))
+            return lambda: face(recv, scatter_list, src=root)
+        raise ValueError(f"meshcomm cannot bench collective {coll!r}")
 
     def all_gather(self, local: np.ndarray) -> np.ndarray:
         out = np.empty(self.size * local.size, dtype=np.float64)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "arrays.h"
 #include "blocks.h"
 #include "fronts.h"
 #include "group_calls.h"
@@ -1205,7 +1206,8 @@ typedef struct {
     Scratch scratch;
 } LaneObject;
 
-static PyObject *ABORTED; /* "aborted", interned */
+static PyObject *ABORTED, *RUN_NAME; /* "aborted" and "run", interned */
+static PyTypeObject LaneType;
 
 static int lane_traverse(LaneObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->turns);
@@ -1333,13 +1335,15 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
             if (ok > 0) sides[side] = blocks.whole;
             held = ok > 0;
         } else {
-            ok = PyObject_GetBuffer(args[side], &sides[side], writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0;
+            ok = (PyObject *)Py_TYPE(args[side]) == self->array_type ? array_span(args[side], writable, &sides[side])
+                                                                       : 0;
+            if (!ok) ok = PyObject_GetBuffer(args[side], &sides[side], writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0;
             if (!ok) PyErr_Clear();
-            else if (sides[side].len != bytes) {
+            else if (ok > 0 && sides[side].len != bytes) {
                 PyBuffer_Release(&sides[side]);
                 ok = 0;
             }
-            taken[side] = ok;
+            taken[side] = ok > 0;
         }
         if (ok <= 0) {
             if (taken[0]) PyBuffer_Release(&sides[0]);
@@ -1354,7 +1358,7 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *seq = PyLong_FromUnsignedLongLong(self->turns->next++);
     PyObject *entry = seq ? lane_entry(self, seq) : NULL;
     PyObject *outcome = NULL, *answer = NULL, *posted = NULL;
-    double deadline = monotonic() + self->timeout;
+    double deadline = deadline_after(self->timeout);
     if (entry) {
         outcome = run_held(self->board, self->plan, PyLong_AsUnsignedLongLong(seq), input, output, self->spin,
                            deadline, self->check, seq);
@@ -1402,6 +1406,12 @@ finally:
     return answer;
 }
 
+PyObject *run_lane(PyObject *lane, PyObject *input, PyObject *output) {
+    PyObject *handed[3] = {lane, input, output};
+    if (Py_TYPE(lane) == &LaneType) return lane_run((LaneObject *)lane, handed + 1, 2);
+    return PyObject_VectorcallMethod(RUN_NAME, handed, 3, NULL);
+}
+
 static PyMethodDef lane_methods[] = {
     {"run", (PyCFunction)(void (*)(void))lane_run, METH_FASTCALL,
      "run(input, output): True once the call ran; False, before anything moved, when the Python path must run it"},
@@ -1435,7 +1445,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&BoardType) < 0 || PyType_Ready(&TurnsType) < 0 ||
         PyType_Ready(&LaneType) < 0)
         return NULL;
-    if (!(ABORTED = PyUnicode_InternFromString("aborted"))) return NULL;
+    if (!(ABORTED = PyUnicode_InternFromString("aborted")) || !(RUN_NAME = PyUnicode_InternFromString("run")))
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&PlanType);

@@ -6,6 +6,8 @@
  * output); anything else it leaves to the face, which names what is wrong. */
 #include "blocks.h"
 
+#include "arrays.h"
+
 #include <string.h>
 
 static PyObject *DTYPE; /* "dtype", interned */
@@ -19,7 +21,9 @@ static int is_block(PyObject *item, PyObject *array_type, PyObject *dtype, Py_ss
     if (!its) return -1;
     Py_DECREF(its);
     if (its != dtype) return 0; /* numpy's built-in dtypes are one object each; any other is the face's to judge */
-    if (PyObject_GetBuffer(item, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+    int spanned = array_span(item, writable, view);
+    if (spanned < 0) return -1;
+    if (!spanned && PyObject_GetBuffer(item, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
         PyErr_Clear(); /* not contiguous, or read-only: the face copies or names it */
         return 0;
     }

@@ -18,6 +18,16 @@ static inline double monotonic(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* monotonic() + seconds for a call's deadline, read from the coarse clock and rounded up by its tick: never earlier, at
+ * most a tick later, and a fine read costs several times as much on a virtual machine (docs/native.md). */
+static inline double deadline_after(double seconds) {
+    static double tick = -1;
+    struct timespec ts;
+    if (tick < 0) tick = clock_getres(CLOCK_MONOTONIC_COARSE, &ts) == 0 ? ts.tv_sec + ts.tv_nsec * 1e-9 : 0;
+    if (tick <= 0 || tick > 0.05 || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return monotonic() + seconds;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + tick + seconds;
+}
+
 /* time.time() as a float: the flight recorder's clock. */
 static inline PyObject *wall_clock(void) {
     struct timespec ts;

@@ -21,7 +21,7 @@ static const char *KIND_NAMES[KINDS] = {"constant", "value", "dtype", "shape", "
 #define MOST_PARAMETERS 12
 #define MOST_ITEMS 8
 
-static PyObject *DTYPE_NAME, *SHAPE_NAME, *RUN_NAME, *RUNTIME_NAME, *WORLD_NAME, *LANES_NAME;
+static PyObject *DTYPE_NAME, *SHAPE_NAME, *RUNTIME_NAME, *WORLD_NAME, *LANES_NAME;
 
 typedef struct {
     PyObject_HEAD vectorcallfunc vectorcall;
@@ -34,6 +34,10 @@ typedef struct {
     PyObject *group_type, *op_type, *array_type;
     PyObject *dict;       /* the face's name, doc and __wrapped__ (functools.update_wrapper) */
     PyObject *weakrefs;
+    /* The last call's lane, with the key it was found by and where: the group (or the runtime, for the world) and
+     * its lanes. A repeat skips looking them up; a lane a group let go still runs its calls, or declines once the
+     * group is gone (lane_open), and a declined lane is forgotten. */
+    PyObject *last_holder, *last_lanes, *last_key, *last_lane;
     Py_ssize_t positional, nparams, nitems;
     int input, output, group; /* the parameters handed to the lane, and the one naming the group */
     signed char rules[MOST_PARAMETERS];
@@ -41,9 +45,10 @@ typedef struct {
 } FrontObject;
 
 #define FRONT_FIELDS(self)                                                                                         \
-    {&self->face,  &self->names,      &self->defaults, &self->required,   &self->constants,                      \
-     &self->state, &self->group_type, &self->op_type,  &self->array_type, &self->dict}
-#define FRONT_NFIELDS 10
+    {&self->face,       &self->names,     &self->defaults,   &self->required,   &self->constants,                  \
+     &self->state,      &self->group_type, &self->op_type,   &self->array_type, &self->dict,                       \
+     &self->last_holder, &self->last_lanes, &self->last_key, &self->last_lane}
+#define FRONT_NFIELDS 14
 
 static int front_traverse(FrontObject *self, visitproc visit, void *arg) {
     PyObject **fields[FRONT_NFIELDS] = FRONT_FIELDS(self);
@@ -192,48 +197,88 @@ static int allowed(FrontObject *self, int rule, PyObject *value) {
     }
 }
 
-/* The lanes of `group` (api/state.lanes_of), a new reference; NULL when it has none to offer, an error set or not. */
-static PyObject *lanes_of(FrontObject *self, PyObject *group) {
-    PyObject *holder;
+/* What holds the lanes of `group` (api/state.lanes_of): the runtime for the world, else the group; borrowed, and
+ * NULL when none offers lanes, an error set or not. */
+static PyObject *holder_of(FrontObject *self, PyObject *group) {
     if (group == Py_None) {
-        PyObject *runtime = Py_XNewRef(PyDict_GetItemWithError(self->state, RUNTIME_NAME));
-        if (!runtime || runtime == Py_None) {
-            Py_XDECREF(runtime);
-            return NULL;
-        }
-        holder = PyObject_GetAttr(runtime, WORLD_NAME);
-        Py_DECREF(runtime);
-        if (!holder) return NULL;
-    } else if ((PyObject *)Py_TYPE(group) == self->group_type) {
-        holder = Py_NewRef(group);
-    } else {
-        return NULL;
+        PyObject *runtime = PyDict_GetItemWithError(self->state, RUNTIME_NAME);
+        return runtime == Py_None ? NULL : runtime;
     }
-    PyObject *lanes = PyObject_GetAttr(holder, LANES_NAME);
-    Py_DECREF(holder);
+    return (PyObject *)Py_TYPE(group) == self->group_type ? group : NULL;
+}
+
+/* The lanes `holder` holds, a new reference; NULL when none, an error set or not. */
+static PyObject *lanes_of(FrontObject *self, PyObject *holder) {
+    if (holder == self->last_holder) return Py_NewRef(self->last_lanes);
+    PyObject *group = (PyObject *)Py_TYPE(holder) == self->group_type ? Py_NewRef(holder)
+                                                                       : PyObject_GetAttr(holder, WORLD_NAME);
+    PyObject *lanes = group ? PyObject_GetAttr(group, LANES_NAME) : NULL;
+    Py_XDECREF(group);
     if (lanes && !PyDict_CheckExact(lanes)) Py_CLEAR(lanes);
     return lanes;
+}
+
+/* Item `i` of the face's lane key for the call, a new reference; NULL with an error set. */
+static PyObject *item_of(FrontObject *self, PyObject **values, Py_ssize_t i) {
+    PyObject *value = values[self->params[i]];
+    switch (self->kinds[i]) {
+    case CONSTANT: return Py_NewRef(PyTuple_GET_ITEM(self->constants, i));
+    case VALUE: return Py_NewRef(value);
+    case DTYPE: return PyObject_GetAttr(value, DTYPE_NAME);
+    case SHAPE: return PyObject_GetAttr(value, SHAPE_NAME);
+    default: {
+        int empty = PyObject_Not(value);
+        return empty < 0 ? NULL : Py_NewRef(empty ? Py_True : Py_False);
+    }
+    }
 }
 
 /* The face's lane key for the call, a new reference; NULL with an error set. */
 static PyObject *key_of(FrontObject *self, PyObject **values) {
     PyObject *key = PyTuple_New(self->nitems);
     for (Py_ssize_t i = 0; key && i < self->nitems; i++) {
-        PyObject *value = values[self->params[i]], *item = NULL;
-        int empty;
-        switch (self->kinds[i]) {
-        case CONSTANT: item = Py_NewRef(PyTuple_GET_ITEM(self->constants, i)); break;
-        case VALUE: item = Py_NewRef(value); break;
-        case DTYPE: item = PyObject_GetAttr(value, DTYPE_NAME); break;
-        case SHAPE: item = PyObject_GetAttr(value, SHAPE_NAME); break;
-        default:
-            empty = PyObject_Not(value);
-            item = empty < 0 ? NULL : Py_NewRef(empty ? Py_True : Py_False);
-        }
+        PyObject *item = item_of(self, values, i);
         if (!item) Py_CLEAR(key);
         else PyTuple_SET_ITEM(key, i, item);
     }
     return key;
+}
+
+/* 1 when the call's key is the last call's, read item by item without building it; 0 when not; -1 with an error
+ * set. */
+static int same_as_last(FrontObject *self, PyObject **values) {
+    for (Py_ssize_t i = 0; i < self->nitems; i++) {
+        if (self->kinds[i] == CONSTANT) continue;
+        PyObject *item = item_of(self, values, i), *last = PyTuple_GET_ITEM(self->last_key, i);
+        int same = !item ? -1 : item == last ? 1 : PyObject_RichCompareBool(item, last, Py_EQ);
+        Py_XDECREF(item);
+        if (same <= 0) return same;
+    }
+    return 1;
+}
+
+/* Makes (holder, lanes, key, lane) the last call's, all NULL to forget it. The four change together, before the old
+ * ones go: letting one go may run Python code, and another thread's call must not see half of a change. */
+static void remember(FrontObject *self, PyObject *holder, PyObject *lanes, PyObject *key, PyObject *lane) {
+    PyObject *old[4] = {self->last_holder, self->last_lanes, self->last_key, self->last_lane};
+    self->last_holder = Py_XNewRef(holder);
+    self->last_lanes = Py_XNewRef(lanes);
+    self->last_key = Py_XNewRef(key);
+    self->last_lane = Py_XNewRef(lane);
+    for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
+}
+
+/* The lane for the call in `lanes`, found by `holder`, a new reference; NULL when none, an error set or not. */
+static PyObject *lane_for(FrontObject *self, PyObject *holder, PyObject *lanes, PyObject **values) {
+    if (lanes == self->last_lanes) {
+        int same = same_as_last(self, values);
+        if (same) return same < 0 ? NULL : Py_NewRef(self->last_lane);
+    }
+    PyObject *key = key_of(self, values);
+    PyObject *lane = key ? Py_XNewRef(PyDict_GetItemWithError(lanes, key)) : NULL; /* held: a group may clear them */
+    if (lane) remember(self, holder, lanes, key, lane);
+    Py_XDECREF(key);
+    return lane;
 }
 
 /* 1 once a lane ran the call; 0 when none may, before anything moved; -1 with an error set. */
@@ -242,15 +287,15 @@ static int run_on_lane(FrontObject *self, PyObject *const *args, Py_ssize_t narg
     if (!bind(self, args, nargs, kwnames, values)) return 0;
     for (Py_ssize_t i = 0; i < self->nparams; i++)
         if (!allowed(self, self->rules[i], values[i])) return 0;
-    PyObject *lanes = lanes_of(self, values[self->group]);
+    PyObject *holder = holder_of(self, values[self->group]);
+    if (!holder) remember(self, NULL, NULL, NULL, NULL); /* the world is gone: let its runtime go */
+    PyObject *lanes = holder ? lanes_of(self, holder) : NULL;
     if (!lanes) return declined();
-    PyObject *key = key_of(self, values);
-    PyObject *lane = key ? Py_XNewRef(PyDict_GetItemWithError(lanes, key)) : NULL; /* held: a group may clear them */
-    Py_XDECREF(key);
+    PyObject *lane = lane_for(self, holder, lanes, values);
     Py_DECREF(lanes);
     if (!lane) return declined();
-    PyObject *handed[3] = {lane, values[self->input], values[self->output]};
-    PyObject *ran = PyObject_VectorcallMethod(RUN_NAME, handed, 3, NULL);
+    PyObject *ran = run_lane(lane, values[self->input], values[self->output]);
+    if (ran == Py_False && lane == self->last_lane) remember(self, NULL, NULL, NULL, NULL);
     Py_DECREF(lane);
     if (!ran) return -1; /* the call's own failure, raised as the face raises it (group/lanes.py's fallout) */
     int answer = ran == Py_True;
@@ -321,8 +366,8 @@ static PyTypeObject FrontType = {
 };
 
 int add_front_type(PyObject *module) {
-    const char *names[] = {"dtype", "shape", "run", "_runtime", "world", "lanes"};
-    PyObject **interned[] = {&DTYPE_NAME, &SHAPE_NAME, &RUN_NAME, &RUNTIME_NAME, &WORLD_NAME, &LANES_NAME};
+    const char *names[] = {"dtype", "shape", "_runtime", "world", "lanes"};
+    PyObject **interned[] = {&DTYPE_NAME, &SHAPE_NAME, &RUNTIME_NAME, &WORLD_NAME, &LANES_NAME};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
     if (PyType_Ready(&FrontType) < 0) return -1;

@@ -194,10 +194,12 @@ static PyObject *lane_for(BlockingAllreduceObject *self, PyObject *dtype, PyObje
     PyTuple_SET_ITEM(key, head + 1, dims);
     PyObject *lane = Py_XNewRef(PyDict_GetItemWithError(self->lanes, key)); /* held: the group may clear its lanes */
     Py_DECREF(key);
-    if (lane) {
-        Py_XSETREF(self->last_dtype, Py_NewRef(dtype));
-        Py_XSETREF(self->last_shape, Py_NewRef(shape));
-        Py_XSETREF(self->last_lane, Py_NewRef(lane));
+    if (lane) { /* the three change together, before the old ones go, which may run Python code */
+        PyObject *old[3] = {self->last_dtype, self->last_shape, self->last_lane};
+        self->last_dtype = Py_NewRef(dtype);
+        self->last_shape = Py_NewRef(shape);
+        self->last_lane = Py_NewRef(lane);
+        for (int i = 0; i < 3; i++) Py_XDECREF(old[i]);
     }
     return lane;
 }

@@ -139,6 +139,41 @@ def test_a_call_the_front_does_not_run_reaches_the_face_as_it_came() -> None:
     assert any(isinstance(outcome[0], str) and "missing" in outcome[1] for outcome in python_results[0][1])
 
 
+def calls_across_groups_and_on_a_destroyed_one(with_bfloat16: bool) -> tuple[dict, list]:
+    """Repeated calls that alternate between two shapes and two groups, then one on a group destroyed since: (how
+    often each face's Python was entered, every output and the error)."""
+    import meshcomm as dist
+
+    rank = dist.get_rank()
+    group = dist.new_group([0, 1])
+    seen = []
+
+    def calls() -> None:
+        for repeat in range(REPEATS):
+            for size, on in ((4, None), (4, group), (6, None), (6, group)):
+                x = np.arange(size, dtype=np.float32) + 10 * rank + repeat
+                dist.broadcast(x, src=1, group=on)
+                dist.all_reduce(x, group=on)
+                seen.append(x.tolist())
+        dist.destroy_process_group(group)
+        try:
+            dist.broadcast(np.zeros(4, np.float32), src=0, group=group)
+        except ValueError as exc:
+            seen.append(str(exc))
+
+    return _entering_faces(calls), seen
+
+
+@needs_compiled
+def test_a_front_follows_the_call_to_its_groups_lane_and_not_past_the_groups_end() -> None:
+    python_results, compiled_results = on_both_paths(2, calls_across_groups_and_on_a_destroyed_one, timeout=120)
+    assert [seen for _, seen in compiled_results] == [seen for _, seen in python_results]
+    assert all("destroyed" in seen[-1] for _, seen in compiled_results)
+    # the first call of each shape on each group makes its lane; the call on the destroyed group reaches the face
+    for entered, _ in compiled_results:
+        assert entered == {**dict.fromkeys(FRONTED, 0), "broadcast": 5, "all_reduce": 4}, entered
+
+
 @needs_compiled
 def test_a_front_reads_as_its_face_and_pickles_by_its_name() -> None:
     import inspect
