@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,11 @@ def _blocks(array: np.ndarray, n: int) -> list[np.ndarray]:
     return [array[i * step : (i + 1) * step] for i in range(n)]
 
 
+# The faces `meshcomm bench` times, by the names its collectives bind.
+_FACES = ("all_reduce", "broadcast", "reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single",
+          "gather", "scatter")
+
+
 class Meshcomm(Library):
     name = "meshcomm"
 
@@ -86,30 +92,29 @@ class Meshcomm(Library):
         send, recv = bufs.send, bufs.recv
         reduce_op = _torch_style_op(dist.ReduceOp, op)
         coll = lay.collective
-        if coll == "pingpong":
-            return _pingpong(self.rank, lambda peer: dist.send(send, dst=peer), lambda peer: dist.recv(send, src=peer))
-        # Without --algo the call is the one a program writes: no `algorithm=None` for the face to bind.
-        face = getattr(dist, {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor",
-                              "all_to_all": "all_to_all_single"}.get(coll, coll))
-        if algorithm is not None:
-            face = functools.partial(face, algorithm=algorithm)
+        # Without --algo the calls are the ones a program writes (no `algorithm=None` for the face to bind), each
+        # looked up on the module as a program's is.
+        api = dist if algorithm is None else types.SimpleNamespace(
+            **{name: functools.partial(getattr(dist, name), algorithm=algorithm) for name in _FACES})
         if coll == "all_reduce":
-            return lambda: face(send, op=reduce_op)
+            return lambda: api.all_reduce(send, op=reduce_op)
         if coll == "broadcast":
-            return lambda: face(send, src=root)
+            return lambda: api.broadcast(send, src=root)
         if coll == "reduce":
-            return lambda: face(send, dst=root, op=reduce_op)
-        if coll in ("all_gather", "all_to_all"):
-            return lambda: face(recv, send)
+            return lambda: api.reduce(send, dst=root, op=reduce_op)
+        if coll == "all_gather":
+            return lambda: api.all_gather_into_tensor(recv, send)
         if coll == "reduce_scatter":
-            return lambda: face(recv, send, op=reduce_op)
+            return lambda: api.reduce_scatter_tensor(recv, send, op=reduce_op)
+        if coll == "all_to_all":
+            return lambda: api.all_to_all_single(recv, send)
         if coll == "gather":
             gather_list = _blocks(recv, self.size) if self.rank == root else None
-            return lambda: face(send, gather_list, dst=root)
+            return lambda: api.gather(send, gather_list, dst=root)
         if coll == "scatter":
             scatter_list = _blocks(send, self.size) if self.rank == root else None
-            return lambda: face(recv, scatter_list, src=root)
-        raise ValueError(f"meshcomm cannot bench collective {coll!r}")
+            return lambda: api.scatter(recv, scatter_list, src=root)
+        return _pingpong(self.rank, lambda peer: dist.send(send, dst=peer), lambda peer: dist.recv(send, src=peer))
 
     def all_gather(self, local: np.ndarray) -> np.ndarray:
         out = np.empty(self.size * local.size, dtype=np.float64)
