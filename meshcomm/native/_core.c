@@ -1335,11 +1335,8 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
             if (ok > 0) sides[side] = blocks.whole;
             held = ok > 0;
         } else {
-            ok = (PyObject *)Py_TYPE(args[side]) == self->array_type ? array_span(args[side], writable, &sides[side])
-                                                                       : 0;
-            if (!ok) ok = PyObject_GetBuffer(args[side], &sides[side], writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0;
-            if (!ok) PyErr_Clear();
-            else if (ok > 0 && sides[side].len != bytes) {
+            ok = bytes_of(args[side], self->array_type, writable, &sides[side]);
+            if (ok > 0 && sides[side].len != bytes) {
                 PyBuffer_Release(&sides[side]);
                 ok = 0;
             }

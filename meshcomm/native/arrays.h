@@ -60,4 +60,16 @@ static inline int array_span(PyObject *array, int writable, Py_buffer *view) {
     return 1;
 }
 
+/* 1 with `view` over the bytes of `object` when they make one span and, if `writable`, may be written: an exact
+ * `array_type` array read from its fields where array_span can, anything else through its buffer export; 0 when
+ * they do not (not contiguous, read-only: the face copies or names it), the export's error cleared; -1 with an error
+ * set. */
+static inline int bytes_of(PyObject *object, PyObject *array_type, int writable, Py_buffer *view) {
+    int spanned = (PyObject *)Py_TYPE(object) == array_type ? array_span(object, writable, view) : 0;
+    if (spanned) return spanned;
+    if (PyObject_GetBuffer(object, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) == 0) return 1;
+    PyErr_Clear();
+    return 0;
+}
+
 #endif

@@ -21,12 +21,8 @@ static int is_block(PyObject *item, PyObject *array_type, PyObject *dtype, Py_ss
     if (!its) return -1;
     Py_DECREF(its);
     if (its != dtype) return 0; /* numpy's built-in dtypes are one object each; any other is the face's to judge */
-    int spanned = array_span(item, writable, view);
-    if (spanned < 0) return -1;
-    if (!spanned && PyObject_GetBuffer(item, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
-        PyErr_Clear(); /* not contiguous, or read-only: the face copies or names it */
-        return 0;
-    }
+    int taken = bytes_of(item, array_type, writable, view);
+    if (taken <= 0) return taken;
     if (view->len != block_bytes) {
         PyBuffer_Release(view);
         return 0;
