@@ -60,9 +60,10 @@ def slot_post_bytes(collective: str) -> int:
     return SLOT_BYTES if collective == "gather" else SLOT_POST_BYTES
 
 
-# Bytes of each member's staging area on the board: a post by reference of STAGE_FROM_BYTES to this size (the
+# Bytes of each member's staging area on the board: a post by reference of its plan's stage_from to this size (the
 # two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
-# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves (docs/board.md).
+# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves, but for a gather's on
+# a host with more ranks than cores: its members copy in at once while the root copies out (docs/board.md).
 STAGE_BYTES = 2 << 20
 STAGE_FROM_BYTES = 1 << 20
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
@@ -165,13 +166,15 @@ class Plan(NamedTuple):
     by_reference: bool  # it posts by reference: a two-shot call, or a post too large for a slot
     some_by_reference: bool  # some member's post is too large for a slot (goes_by_reference)
     long_copies: bool  # by reference, and larger than YIELDING_COPY_BYTES: crowded waits sleep instead of yielding
+    stage_from: int | None  # its smallest post by reference that is staged, or None (staged_from)
     native: object  # the compiled path's plan (native_plan), or None: the call runs in Python
 
 
 def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dtype: str = "", op: str = "none",
-         fingerprint: bytes = b"") -> Plan:
+         fingerprint: bytes = b"", crowded: bool = False) -> Plan:
     """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits) on elements of `itemsize`
-    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can."""
+    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can.
+    `crowded`: the host has more ranks than cores."""
     compute = _two_shot(problem, me) if algorithm == "two_shot" else _COMPUTE[problem.collective](problem, me)
     own_blocks = None
     if algorithm == "direct" and own_block(problem, me) is not None:
@@ -181,8 +184,9 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     some_by_reference = goes_by_reference(problem, itemsize)
     largest = max(problem.input_count(me), problem.output_count(me)) * itemsize
     long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES
-    made = Plan(problem, me, count, read_from(problem, me), readers_of(problem, me), compute, algorithm, own_blocks,
-                by_reference, some_by_reference, long_copies, None)
+    read = read_from(problem, me)
+    made = Plan(problem, me, count, read, readers_of(problem, me), compute, algorithm, own_blocks, by_reference,
+                some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded), None)
     return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
 
 
@@ -247,7 +251,8 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
                             made.readers, own_blocks, pieces, computes, made.some_by_reference or writes,
-                            made.by_reference, writes, made.long_copies, may_stage(made),
+                            made.by_reference, writes, made.long_copies,
+                            -1 if made.stage_from is None else made.stage_from,
                             _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
 
 
@@ -283,7 +288,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
                    byte_view(output) if writes else None, None if by_reference else left_out,
-                   may_stage(plan))
+                   plan.stage_from)
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:
@@ -343,13 +348,16 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
     return target
 
 
-def may_stage(plan: Plan) -> bool:
-    """Whether this rank's post by reference may be staged (segment.py's post): not when it reads nothing and
-    leaves a block of its own out (a scatter's root, unless its own block is empty). Each reader then reads only
-    its part, and staging the whole would come before any of them could start, with nothing of this rank's to do
-    meanwhile (docs/board.md). The compiled path's plan carries the answer (native_plan)."""
-    own = plan.own_blocks[plan.me] if plan.own_blocks is not None else None
-    return bool(plan.read) or own is None or own[0] == own[1]
+def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool) -> int | None:
+    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None. On a host with
+    more ranks than cores, a gather's members stage theirs from where they leave the slots: they copy in at once
+    while the root copies out. A rank that reads nothing and leaves a block of its own out (a scatter's root,
+    unless its own block is empty) never stages: each reader reads only its part, and staging the whole would
+    come before any of them could start, with nothing of this rank's to do meanwhile (docs/board.md)."""
+    own = own_blocks[me] if own_blocks is not None else None
+    if not read and own is not None and own[0] != own[1]:
+        return None
+    return slot_post_bytes("gather") if crowded and problem.collective == "gather" else STAGE_FROM_BYTES
 
 
 def compiled_takes(plan: Plan, buffers: dict) -> bool:

@@ -118,7 +118,7 @@ class Seat:
         digest = hashlib.sha256(repr(self._ranks).encode()).hexdigest()[:16]
         self._board = Board.join(PrefixStore("meshcomm/board", self._store), f"{self._group_id}/{digest}",
                                  self._rank, len(self._ranks), board_run.SLOT_BYTES, transport.job, timeout,
-                                 check_peers, board_run.STAGE_BYTES, board_run.STAGE_FROM_BYTES)
+                                 check_peers, board_run.STAGE_BYTES)
         if transport.crowded:
             # Every rank waits for every other on the board: with fewer cores than ranks, the one it waits
             # for runs sooner if it is handed the core than if it is woken from a futex.

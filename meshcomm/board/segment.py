@@ -27,10 +27,10 @@ the host can read the others' memory (cma.py): the slot carries where the
 bytes are, each reader copies what it needs straight from the poster's
 buffer (one copy instead of two, as a large message goes), says so in its
 `finished` word, and the poster returns only once all its readers have: its
-buffer is the caller's, free to change after the call. One of `stage_from`
-to `stage_bytes` is copied into the poster's staging area first and its
-address given as 0 (not a two-shot post, whose output the members write
-into): readers copy it out of the staging area with memcpy, which on the
+buffer is the caller's, free to change after the call. One of the call's
+`stage_from` to `stage_bytes` is copied into the poster's staging area
+first and its address given as 0 (not a two-shot post, whose output the
+members write into): readers copy it out of the staging area with memcpy, which on the
 hosts measured beats process_vm_readv while the area stays in the cache
 (docs/board.md). The protocol is otherwise the same, so the area is free
 again once the poster returns. A post may also carry where the poster's
@@ -84,18 +84,16 @@ class Board:
     """Maps (creating or attaching) the board file at `path`."""
 
     def __init__(self, path: str, nmembers: int, slot_bytes: int, create: bool, slots: int = SLOTS,
-                 stage_bytes: int = 0, stage_from: int = 0) -> None:
+                 stage_bytes: int = 0) -> None:
         if slots < 2:
             raise ValueError(f"a board needs at least 2 slots per member, got {slots}")
-        if stage_bytes < 0 or stage_from < 0:
-            raise ValueError(f"a board's staging area and the smallest post staged cannot be negative, got "
-                             f"{stage_bytes} and {stage_from} bytes")
+        if stage_bytes < 0:
+            raise ValueError(f"a board's staging area cannot be negative, got {stage_bytes} bytes")
         self.path = path
         self.nmembers = nmembers
         self.slot_bytes = slot_bytes
         self.slots = slots
         self.stage_bytes = stage_bytes
-        self.stage_from = stage_from  # the smallest post staged
         self._map = map_file(path, board_bytes(nmembers, slot_bytes, slots, stage_bytes), create, "board")
         view = memoryview(self._map)
         self._view = view
@@ -124,7 +122,7 @@ class Board:
         self._stages = [view[stages + m * stage_bytes : stages + (m + 1) * stage_bytes] for m in range(nmembers)]
         # The compiled path (native/_core.c) runs the calls whose posts fit in slots, and keeps the turns of
         # every call; without it, Python keeps them.
-        self.native = (native.core.Board(self._map, nmembers, slot_bytes, slots, stage_bytes, stage_from)
+        self.native = (native.core.Board(self._map, nmembers, slot_bytes, slots, stage_bytes)
                        if native.core else None)
         self._turns = self.native if self.native is not None else _Turns(slots)
         self._yield_seconds = 0.0
@@ -137,7 +135,7 @@ class Board:
 
     @classmethod
     def join(cls, store, key: str, me: int, nmembers: int, slot_bytes: int, job: str, timeout: float,
-             between, stage_bytes: int = 0, stage_from: int = 0) -> "Board":
+             between, stage_bytes: int = 0) -> "Board":
         """Member 0 creates the board and names it in the store under `key`; the others map it.
 
         Member 0 unlinks the name once every member has mapped it, or when
@@ -152,11 +150,11 @@ class Board:
         if me != 0:
             _store_wait(store, [f"{key}/path"], [0], deadline, timeout, between)
             board = cls(store.get(f"{key}/path").decode(), nmembers, slot_bytes, create=False,
-                        stage_bytes=stage_bytes, stage_from=stage_from)
+                        stage_bytes=stage_bytes)
             store.set(f"{key}/mapped/{me}", b"1")
             return board
         path = os.path.join(DIRECTORY, f"meshcomm-{job}-board-{os.urandom(6).hex()}")
-        board = cls(path, nmembers, slot_bytes, create=True, stage_bytes=stage_bytes, stage_from=stage_from)
+        board = cls(path, nmembers, slot_bytes, create=True, stage_bytes=stage_bytes)
         try:
             store.set(f"{key}/path", path)
             _store_wait(store, [f"{key}/mapped/{m}" for m in range(1, nmembers)], range(1, nmembers), deadline,
@@ -193,16 +191,16 @@ class Board:
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
              between, by_reference: bool = False, output: memoryview | None = None,
-             left_out: tuple[int, int] | None = None, stage: bool = True) -> None:
+             left_out: tuple[int, int] | None = None, stage_from: int | None = None) -> None:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
-        caller keeps it unchanged until its readers have finished (wait_finished). When `stage` and unless the
-        members write into its output, a payload of `stage_from` to `stage_bytes` is copied into this member's
-        staging area instead, and the address published is 0. `output` (by reference only): where the members
-        may write this member's results (write_into), also until they finish. `left_out` (in a slot only):
-        bytes [start, stop) of `payload` that nobody reads, which the slot skips, holding the bytes after them
-        straight after the bytes before them.
+        caller keeps it unchanged until its readers have finished (wait_finished). Unless the members write into
+        its output, a payload of `stage_from` to `stage_bytes` bytes (none when `stage_from` is None) is copied
+        into this member's staging area instead, and the address published is 0. `output` (by reference only):
+        where the members may write this member's results (write_into), also until they finish. `left_out` (in
+        a slot only): bytes [start, stop) of `payload` that nobody reads, which the slot skips, holding the bytes
+        after them straight after the bytes before them.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -222,7 +220,7 @@ class Board:
         reference = self._references[me][slot]
         nbytes = payload.nbytes
         if by_reference:
-            if stage and output is None and self.stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
+            if stage_from is not None and output is None and stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
                 self._stages[me][:nbytes] = payload
                 reference[1] = 0
             else:

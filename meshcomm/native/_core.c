@@ -336,7 +336,7 @@ typedef struct {
     int by_reference;       /* this rank's post goes by reference (board/run.py's slot_post_bytes) */
     int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
     int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
-    int may_stage;          /* its post by reference may be staged (board/run.py's may_stage) */
+    Py_ssize_t stage_from;  /* its smallest post by reference staged, or -1: none (board/run.py's stage_from) */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;
@@ -402,7 +402,7 @@ static int *other_members(PyObject *sequence, int me, int nmembers, int *count, 
 }
 
 /* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
- *      some_by_reference, by_reference, writes, long_copies, may_stage, type, op, itemsize, fingerprint): sequences
+ *      some_by_reference, by_reference, writes, long_copies, stage_from, type, op, itemsize, fingerprint): sequences
  *      flat (own_blocks: 2 per member or empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *readers, *own_blocks, *pieces;
@@ -412,10 +412,10 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOppppppiiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppniiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
                           &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers, &own_blocks,
                           &pieces, &self->computes, &self->some_by_reference, &self->by_reference, &self->writes,
-                          &self->long_copies, &self->may_stage, &self->type, &self->op, &self->itemsize,
+                          &self->long_copies, &self->stage_from, &self->type, &self->op, &self->itemsize,
                           &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
@@ -484,9 +484,8 @@ typedef struct {
     char *base;
     int nmembers, slots;
     Py_ssize_t slot_bytes;
-    Py_ssize_t stage_bytes; /* each member's staging area, after the slots: a post by reference of stage_from to
-                             * stage_bytes is copied there, and its readers copy it out (segment.py's Board) */
-    Py_ssize_t stage_from;
+    Py_ssize_t stage_bytes; /* each member's staging area, after the slots: a post by reference of its plan's
+                             * stage_from to stage_bytes is copied there, and its readers copy it out (segment.py) */
     uint64_t posts;  /* this member's board calls so far */
     int current;     /* the slot of its latest board call */
     uint64_t *recent; /* the sequence numbers of its last slots - 1 board calls, a ring */
@@ -528,7 +527,7 @@ static void board_dealloc(BoardObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Board(mapping, nmembers, slot_bytes, slots, stage_bytes, stage_from): holds a view of the board file's mapping
+/* Board(mapping, nmembers, slot_bytes, slots, stage_bytes): holds a view of the board file's mapping
  * until release(). */
 static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
     PyObject *mapping;
@@ -536,12 +535,11 @@ static int board_init(BoardObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Board is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "Oininn", &mapping, &self->nmembers, &self->slot_bytes, &self->slots,
-                          &self->stage_bytes, &self->stage_from))
+    if (!PyArg_ParseTuple(args, "Oinin", &mapping, &self->nmembers, &self->slot_bytes, &self->slots,
+                          &self->stage_bytes))
         return -1;
-    if (self->stage_bytes < 0 || self->stage_from < 0) {
-        PyErr_Format(PyExc_ValueError, "a board's staging area and the smallest post staged cannot be negative, "
-                     "got %zd and %zd bytes", self->stage_bytes, self->stage_from);
+    if (self->stage_bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "a board's staging area cannot be negative, got %zd bytes", self->stage_bytes);
         return -1;
     }
     if (self->slots < 2 || self->nmembers < 2 || self->slot_bytes < 0) {
@@ -916,7 +914,8 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     Py_ssize_t nbytes = p->published * item;
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
         nbytes = p->own_lo >= 0 ? in->len : nbytes;
-        int staged = !p->writes && p->may_stage && nbytes >= b->stage_from && nbytes <= b->stage_bytes; /* segment.py */
+        int staged = !p->writes && p->stage_from >= 0 && nbytes >= p->stage_from &&
+                     nbytes <= b->stage_bytes; /* segment.py */
         if (staged) {
             Py_BEGIN_ALLOW_THREADS memcpy(stage_of(b, me), input, nbytes);
             Py_END_ALLOW_THREADS
@@ -1192,6 +1191,7 @@ typedef struct {
     BoardObject *board;
     PlanObject *plan;
     PyObject *transport; /* its `aborted` is None until it is aborted */
+    PyObject *transport_attributes; /* where `aborted` is read, or NULL (common.h's attributes_holding) */
     PyObject *revoked;   /* the transport's revoked groups, a dict */
     PyObject *group_id;
     PyObject *record;  /* the flight recorder's entries.append */
@@ -1214,6 +1214,7 @@ static int lane_traverse(LaneObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->board);
     Py_VISIT(self->plan);
     Py_VISIT(self->transport);
+    Py_VISIT(self->transport_attributes);
     Py_VISIT(self->revoked);
     Py_VISIT(self->record);
     Py_VISIT(self->latest);
@@ -1229,6 +1230,7 @@ static int lane_clear(LaneObject *self) {
     Py_CLEAR(self->board);
     Py_CLEAR(self->plan);
     Py_CLEAR(self->transport);
+    Py_CLEAR(self->transport_attributes);
     Py_CLEAR(self->revoked);
     Py_CLEAR(self->group_id);
     Py_CLEAR(self->record);
@@ -1276,13 +1278,14 @@ static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
                              &self->group_name, &self->fingerprint, &self->algorithm, &self->peers, &self->started,
                              &self->done, &self->check, &self->fallout};
     for (int i = 0; i < 16; i++) *fields[i] = Py_NewRef(o[i]);
+    self->transport_attributes = attributes_holding(self->transport, ABORTED);
     return 0;
 }
 
 /* Whether nothing stops a call being posted now: no abort, no revoke, the board open (group.Seat._ready). */
 static int lane_open(LaneObject *self) {
     if (self->turns->pending > 0 || !self->board->mapped || self->board->closing) return 0;
-    return group_open(self->transport, ABORTED, self->revoked, self->group_id);
+    return group_open(self->transport, self->transport_attributes, ABORTED, self->revoked, self->group_id);
 }
 
 /* The flight recorder's entry for call `seq` (trace/flight_recorder.py's FlightRecorder.start). */

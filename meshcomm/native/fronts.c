@@ -7,6 +7,7 @@
  * not run, it hands to the face as it came, and the face runs it as before, checks and all. */
 #include "fronts.h"
 
+#include "arrays.h"
 #include "common.h"
 
 #include <stddef.h>
@@ -244,12 +245,31 @@ static PyObject *key_of(FrontObject *self, PyObject **values) {
     return key;
 }
 
+/* 1 when an exact array's dtype or shape (`kind`) is `last`, read from the array's fields: `array.dtype` is the
+ * array's descr itself, and `array.shape` a new tuple of its dimensions. 0 when item_of must say. */
+static int same_in_fields(FrontObject *self, PyObject *value, int kind, PyObject *last) {
+    if ((PyObject *)Py_TYPE(value) != self->array_type) return 0;
+    ArrayFields *array = (ArrayFields *)value;
+    if (kind == DTYPE) return array->descr == last;
+    if (kind != SHAPE || !PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != array->nd) return 0;
+    for (int d = 0; d < array->nd; d++) {
+        PyObject *extent = PyTuple_GET_ITEM(last, d);
+        if (!PyLong_CheckExact(extent) || PyLong_AsSsize_t(extent) != array->dimensions[d]) {
+            PyErr_Clear(); /* an extent too large for an index is no shape of an array */
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* 1 when the call's key is the last call's, read item by item without building it; 0 when not; -1 with an error
  * set. */
 static int same_as_last(FrontObject *self, PyObject **values) {
     for (Py_ssize_t i = 0; i < self->nitems; i++) {
-        if (self->kinds[i] == CONSTANT) continue;
-        PyObject *item = item_of(self, values, i), *last = PyTuple_GET_ITEM(self->last_key, i);
+        int kind = self->kinds[i];
+        PyObject *value = values[self->params[i]], *last = PyTuple_GET_ITEM(self->last_key, i);
+        if (kind == CONSTANT || (kind == VALUE && value == last) || same_in_fields(self, value, kind, last)) continue;
+        PyObject *item = item_of(self, values, i);
         int same = !item ? -1 : item == last ? 1 : PyObject_RichCompareBool(item, last, Py_EQ);
         Py_XDECREF(item);
         if (same <= 0) return same;

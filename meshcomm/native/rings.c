@@ -35,7 +35,7 @@ typedef struct {
     uint32_t *bell; /* the other side's doorbell: a receiver to wake, or a sender waiting for room */
     char header[FRAME_HEADER];
     Py_ssize_t nbytes;
-    PyObject *peer, *inbound, *progress, *transport, *matcher, *revoked, *posted, *unexpected;
+    PyObject *peer, *inbound, *progress, *transport, *transport_attributes, *matcher, *revoked, *posted, *unexpected;
     PyObject *group_id, *expected, *key, *record, *described, *done, *answer;
     double spin;
 } MessageLaneObject;
@@ -43,10 +43,10 @@ typedef struct {
 static PyObject *ABORTED, *LOST, *SENDQ, *HELD, *TARGET, *HEADER_GOT, *LOCKED;
 
 #define FIELDS(self)                                                                                          \
-    {&self->peer,    &self->inbound, &self->progress, &self->transport, &self->matcher,   &self->revoked, \
-     &self->posted,  &self->unexpected, &self->group_id, &self->expected, &self->key, &self->record,      \
-     &self->described, &self->done, &self->answer}
-#define NFIELDS 15
+    {&self->peer,    &self->inbound, &self->progress, &self->transport, &self->transport_attributes,    \
+     &self->matcher, &self->revoked, &self->posted, &self->unexpected, &self->group_id, &self->expected,   \
+     &self->key,     &self->record,  &self->described, &self->done, &self->answer}
+#define NFIELDS 16
 
 static int message_lane_traverse(MessageLaneObject *self, visitproc visit, void *arg) {
     PyObject **fields[NFIELDS] = FIELDS(self);
@@ -118,6 +118,7 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
     PyObject *transport = o[1];
     self->peer = Py_NewRef(o[0]);
     self->transport = Py_NewRef(transport);
+    self->transport_attributes = attributes_holding(transport, ABORTED);
     self->group_id = Py_NewRef(o[2]);
     if (PyTuple_GET_SIZE(o[3]) < 1 || PyTuple_GET_SIZE(o[5]) != 5) {
         PyErr_SetString(PyExc_ValueError, "expected is a frame's Header, described 5 fields of a recorder entry");
@@ -169,7 +170,7 @@ static int engine_idle(MessageLaneObject *self) {
     int idle = locked == Py_False;
     Py_DECREF(locked);
     if (!idle) return 0;
-    int open = group_open(self->transport, ABORTED, self->revoked, self->group_id);
+    int open = group_open(self->transport, self->transport_attributes, ABORTED, self->revoked, self->group_id);
     if (open <= 0 || (open = is_none(self->peer, LOST)) <= 0) return open;
     if (self->sending) {
         PyObject *queue = PyObject_GetAttr(self->peer, SENDQ);

@@ -109,7 +109,7 @@ DEFAULTS = Parameters(
     crowded_alpha=175e-6,
     choices=(table.Measured("broadcast", 2, 8, "direct"), table.Measured("broadcast", 2, 1 << 20, "binomial"),
              table.Measured("broadcast", 2, 8 << 20, "direct"),
-             table.Measured("gather", 4, 8, "direct"), table.Measured("gather", 4, 4 << 20, "linear"),
+             table.Measured("gather", 4, 8, "direct"), table.Measured("gather", 4, 8 << 20, "linear"),
              table.Measured("gather", 8, 8, "direct"), table.Measured("gather", 8, 8 << 20, "linear")),
 )
 

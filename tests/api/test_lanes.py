@@ -149,6 +149,42 @@ def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int)
     assert [digest for _, digest, _ in compiled_results] == [digest for _, digest, _ in python_results]
 
 
+def a_small_ring_of_laned_calls(with_bfloat16: bool) -> tuple[list, list, bool]:
+    """Broadcasts recorded in a ring of 4 entries, one of them kept by the caller: (the ring's entries as a dump
+    has them, less their times; the kept entry, likewise, before and after ten more calls; whether each entry is
+    its own list, ended once started, and the latest is the newest)."""
+    import meshcomm as dist
+    from meshcomm.api.state import resolve_group, runtime
+    from meshcomm.trace import flight_recorder as fr
+
+    recorder, name = runtime().recorder, resolve_group(None).group_name
+    x = np.ones(3, np.float32)
+
+    def untimed(entry: list) -> dict:
+        return {k: v for k, v in fr.describe(entry).items() if k not in ("started", "seconds")}
+
+    for _ in range(3):
+        dist.broadcast(x, src=0)
+    kept = recorder.entries[0]  # held here: no later call may change it
+    before = untimed(kept)
+    for _ in range(10):
+        dist.broadcast(x, src=0)
+    entries = list(recorder.entries)
+    sound = (len({id(entry) for entry in entries}) == len(entries) == 4 and kept not in entries
+             and all(entry[fr.ENDED] >= entry[fr.STARTED] for entry in entries)
+             and recorder.latest[name] is entries[-1])
+    return [untimed(entry) for entry in entries], [before, untimed(kept)], sound
+
+
+@needs_compiled
+def test_a_lanes_calls_fill_a_small_flight_recorder_ring_as_the_python_paths_do() -> None:
+    python_results, compiled_results = on_both_paths(2, a_small_ring_of_laned_calls, timeout=60,
+                                                     env={"MESHCOMM_FLIGHT_RECORDER_SIZE": "4"})
+    assert compiled_results == python_results
+    for entries, (before, after), sound in compiled_results:
+        assert sound and before == after and [entry["seq"] for entry in entries] == [9, 10, 11, 12], entries
+
+
 def what_a_lane_leaves_to_the_face() -> list[str]:
     """Calls with a lane's key that it must not run itself; what came out otherwise than the whole path gives."""
     import meshcomm as dist
@@ -529,3 +565,37 @@ def test_meshcomm_lanes_0_turns_the_lanes_off() -> None:
     with Cluster(2) as ranks:
         assert ranks.run(lanes_after_repeated_calls, timeout=60) == [[["all_reduce", "send"], True],
                                                                      [["all_reduce", "recv"], True]]
+
+
+def laned_calls_after_an_abort() -> list:
+    """Broadcasts and sends that lanes run, then rank 0 aborts: (the world's lane keys, and what a broadcast and then
+    a send or receive of the same shapes raise on this rank). Lanes read the abort from the transport's dict."""
+    import meshcomm as dist
+    from meshcomm.api.state import resolve_group, runtime
+
+    rank = dist.get_rank()
+    x, y = np.ones(3, np.float32), np.ones(2, np.int64)
+    for _ in range(REPEATS):
+        dist.broadcast(x, src=0)
+        dist.send(y, 1) if rank == 0 else dist.recv(y, 0)
+    keys = sorted(key[0] for key in resolve_group(None).lanes)
+    dist.barrier()
+    if rank == 0:
+        dist.abort("stopping here")
+    outcomes = []
+    for call in (lambda: dist.broadcast(x, src=0), lambda: dist.send(y, 1) if rank == 0 else dist.recv(y, 0)):
+        try:
+            call()
+            outcomes.append("ran")
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+    assert runtime().transport.aborted is not None
+    return [keys, *outcomes]
+
+
+@needs_compiled
+def test_a_lane_declines_once_its_transport_is_aborted() -> None:
+    with Cluster(2, env={"MESHCOMM_TIMEOUT": "30"}) as ranks:
+        results = ranks.run(laned_calls_after_an_abort, timeout=90)
+    assert results == [[["broadcast", "send"], "AbortedError", "AbortedError"],
+                       [["broadcast", "recv"], "AbortedError", "AbortedError"]], results

@@ -291,20 +291,22 @@ def test_a_compiled_read_of_a_poster_s_memory_that_fails_asks_after_it_and_names
 
 
 @needs_compiled
-def test_a_compiled_call_reads_a_staged_post_out_of_the_staging_area_and_stages_its_own() -> None:
+def test_a_compiled_call_reads_a_staged_post_out_of_the_staging_area_and_stages_its_own(monkeypatch) -> None:
     import os
     import time
 
+    from meshcomm.board import run as board_run
     from meshcomm.board.segment import Board
     from meshcomm.transport.shm import DIRECTORY
 
+    monkeypatch.setattr(board_run, "STAGE_FROM_BYTES", 320)  # the compiled plan's smallest staged post
     path = os.path.join(DIRECTORY, f"meshcomm-test-staged-native-board-{os.getpid()}")
-    boards = [Board(path, 2, 256, create=member == 0, slots=3, stage_bytes=320, stage_from=320) for member in range(2)]
+    boards = [Board(path, 2, 256, create=member == 0, slots=3, stage_bytes=320) for member in range(2)]
     boards[0].unlink()
     try:
         theirs = np.arange(40, dtype=np.int64) + 100  # 320 bytes: more than a slot, as much as a staging area
         boards[1].post(1, 0, bytes(range(16)), memoryview(theirs).cast("B"), 0.0, float("inf"),
-                       lambda missing: None, by_reference=True)
+                       lambda missing: None, by_reference=True, stage_from=320)
         theirs[:] = 0  # staged by the Python path: the compiled reader must not find this
         boards[1].finish(1, 0)  # member 1 has read member 0's post, as it will have once it returns
         mine, output = np.arange(40, dtype=np.int64), np.zeros(80, np.int64)

@@ -23,3 +23,17 @@ def test_crowded_waits_sleep_only_in_calls_by_reference_larger_than_the_yielding
     assert long_copies("all_gather", (float64s // 4 + 1,) * 4)
     assert not long_copies("all_reduce", (float64s,), "two_shot")
     assert long_copies("all_reduce", (float64s + 1,), "two_shot")
+
+
+def test_a_gathers_posts_are_staged_from_a_slots_size_only_on_a_crowded_host() -> None:
+    block = run.SLOT_BYTES // 8 + 1  # float64s: the post leaves the slot
+
+    def stage_from(collective: str, counts: tuple, me: int, crowded: bool) -> int | None:
+        return run.plan(problem_of(collective, 4, counts), me, 8, crowded=crowded).stage_from
+
+    assert stage_from("gather", (block,) * 4, 1, crowded=True) == run.SLOT_BYTES
+    assert stage_from("gather", (block,) * 4, 1, crowded=False) == run.STAGE_FROM_BYTES
+    assert stage_from("all_gather", (block,) * 4, 1, crowded=True) == run.STAGE_FROM_BYTES
+    # a scatter's root reads nothing and keeps a block of its own: it never stages, crowded or not
+    assert stage_from("scatter", (block,) * 4, 0, crowded=True) is None
+    assert stage_from("scatter", (block,) * 4, 1, crowded=True) == run.STAGE_FROM_BYTES

@@ -229,14 +229,14 @@ def test_a_post_by_reference_is_read_from_the_poster_s_memory_and_may_exceed_a_s
 
 def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read_out_of_it() -> None:
     path = os.path.join(DIRECTORY, f"meshcomm-test-staged-board-{os.getpid()}")
-    members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000, stage_from=500)
+    members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000)
                for member in range(2)]  # a slot per post below: the reader posts none
     members[0].unlink()
     poster, reader = members[1], members[0]
     try:
         staged = (np.arange(800) % 251).astype(np.uint8)  # larger than a slot, within the staging area
         poster.post(1, 5, PRINT, memoryview(staged), spin=0.0, deadline=float("inf"),
-                    between=lambda missing: pytest.fail("waited"), by_reference=True)
+                    between=lambda missing: pytest.fail("waited"), by_reference=True, stage_from=500)
         staged[:] = 0  # the readers see what was posted, not the poster's memory
         target = bytearray(300)
         reader.read_into(1, 5, 400, memoryview(target))
@@ -246,20 +246,21 @@ def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read
             reader.read_into(1, 5, 600, memoryview(bytearray(300)))  # past the post, within the area
         larger = np.full(1001, 3, np.uint8)
         poster.post(1, 6, PRINT, memoryview(larger), spin=0.0, deadline=float("inf"),
-                    between=lambda missing: pytest.fail("waited"), by_reference=True)
+                    between=lambda missing: pytest.fail("waited"), by_reference=True, stage_from=500)
         larger[:] = 4  # read where it is (cma.py; both members live in this process)
         reader.read_into(1, 6, 1, memoryview(target))
         assert bytes(target) == bytes([4] * 300)
         smaller = np.full(499, 8, np.uint8)  # larger than a slot, smaller than the staged posts
         poster.post(1, 8, PRINT, memoryview(smaller), spin=0.0, deadline=float("inf"),
-                    between=lambda missing: pytest.fail("waited"), by_reference=True)
+                    between=lambda missing: pytest.fail("waited"), by_reference=True, stage_from=500)
         smaller[:] = 9
         reader.read_into(1, 8, 0, memoryview(target))
         assert bytes(target) == bytes([9] * 300)
         written = np.full(600, 5, np.uint8)  # a size that is staged, but
         output = np.zeros(600, np.uint8)
         poster.post(1, 7, PRINT, memoryview(written), spin=0.0, deadline=float("inf"),
-                    between=lambda missing: pytest.fail("waited"), by_reference=True, output=memoryview(output))
+                    between=lambda missing: pytest.fail("waited"), by_reference=True, output=memoryview(output),
+                    stage_from=500)
         written[:] = 6  # a post whose output the members write into is never staged (the two-shot all-reduce)
         reader.read_into(1, 7, 0, memoryview(target))
         assert bytes(target) == bytes([6] * 300)
@@ -270,16 +271,15 @@ def test_a_post_by_reference_that_fits_the_staging_area_is_copied_there_and_read
 
 def test_a_post_by_reference_of_a_staged_size_not_to_be_staged_is_read_where_it_is() -> None:
     path = os.path.join(DIRECTORY, f"meshcomm-test-unstaged-board-{os.getpid()}")
-    members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000, stage_from=500)
-               for member in range(2)]
+    members = [Board(path, 2, 256, create=member == 0, slots=4, stage_bytes=1000) for member in range(2)]
     members[0].unlink()
     poster, reader = members[1], members[0]
     try:
         target = bytearray(300)
-        for seq, staged in ((5, False), (6, True)):
-            payload = np.full(600, seq, np.uint8)  # a size that is staged, unless the poster says not to
+        for seq, staged, stage_from in ((5, False, None), (6, True, 500), (7, False, 601)):
+            payload = np.full(600, seq, np.uint8)  # staged from 500 bytes, not when never, nor from 601
             poster.post(1, seq, PRINT, memoryview(payload), spin=0.0, deadline=float("inf"),
-                        between=lambda missing: pytest.fail("waited"), by_reference=True, stage=staged)
+                        between=lambda missing: pytest.fail("waited"), by_reference=True, stage_from=stage_from)
             payload[:] = 0  # a staged post's readers see what was posted, the others the poster's memory
             reader.read_into(1, seq, 300, memoryview(target))
             assert bytes(target) == bytes([seq if staged else 0] * 300)
@@ -289,10 +289,8 @@ def test_a_post_by_reference_of_a_staged_size_not_to_be_staged_is_read_where_it_
 
 
 def test_a_board_has_no_staging_area_of_negative_size() -> None:
-    for stage_bytes, stage_from in ((-1, 0), (64, -1)):
-        with pytest.raises(ValueError, match=f"cannot be negative, got {stage_bytes} and {stage_from} bytes"):
-            Board(os.path.join(DIRECTORY, f"meshcomm-test-no-board-{os.getpid()}"), 2, 64, create=True,
-                  stage_bytes=stage_bytes, stage_from=stage_from)
+    with pytest.raises(ValueError, match="staging area cannot be negative, got -1 bytes"):
+        Board(os.path.join(DIRECTORY, f"meshcomm-test-no-board-{os.getpid()}"), 2, 64, create=True, stage_bytes=-1)
 
 
 def test_a_poster_by_reference_waits_until_each_reader_has_finished(boards) -> None:
