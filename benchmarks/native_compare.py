@@ -1,8 +1,9 @@
 """meshcomm now beside an earlier meshcomm tree and the rivals, in rounds: medians and ranges, as markdown.
 
 Each round runs `meshcomm bench` once on the earlier tree (`--before`, put first on PYTHONPATH) and once on
-this one, with `--compare` rivals timed inside this tree's run (interleaved call by call). Ratios are taken
-within a round, then their median and range over the rounds is given.
+this one, the earlier first in even rounds and second in odd ones, with `--compare` rivals timed inside this
+tree's run (interleaved call by call). Ratios are taken within a round, then their median and range over the
+rounds is given.
 
     python benchmarks/native_compare.py --before /tmp/old -n 2 --colls all_reduce,broadcast --sizes 8,1M \\
         --compare mpich --repeats 3
@@ -48,12 +49,12 @@ def main() -> int:
     args = parser.parse_args()
     times: dict[tuple, list[float]] = defaultdict(list)  # (coll, bytes, label) -> µs per round
     ratios: dict[tuple, list[float]] = defaultdict(list)  # (coll, bytes, rival) -> now ÷ rival per round
-    for _ in range(args.repeats):
-        rows = []
-        if args.before:
-            rows += [dict(row, label="before") for row in bench(args.before, args, None)]
-        now = bench(HERE, args, args.compare or None)
-        rows += [dict(row, label="now" if row["lib"] == "meshcomm" else row["lib"]) for row in now]
+    for round_number in range(args.repeats):
+        runs = ([("before", args.before, None)] if args.before else []) + [("now", HERE, args.compare or None)]
+        if round_number % 2:  # whichever tree runs second in a round measured slower (results of 2026-11-28)
+            runs.reverse()
+        rows = [dict(row, label=label if row["lib"] == "meshcomm" else row["lib"])
+                for label, tree, compare in runs for row in bench(tree, args, compare)]
         this_round = {(row["coll"], row["bytes"], row["label"]): row["time_us"] for row in rows}
         for key, value in this_round.items():
             times[key].append(value)
