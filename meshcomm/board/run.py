@@ -62,8 +62,9 @@ def slot_post_bytes(collective: str) -> int:
 
 # Bytes of each member's staging area on the board: a post by reference of its plan's stage_from to this size (the
 # two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
-# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves, but for a gather's on
-# a host with more ranks than cores: its members copy in at once while the root copies out (docs/board.md).
+# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves. A gather on a host
+# with more ranks than cores stages from its slot's size: its members copy in at once while the root copies out
+# (docs/board.md).
 STAGE_BYTES = 2 << 20
 STAGE_FROM_BYTES = 1 << 20
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through

@@ -27,8 +27,8 @@ the host can read the others' memory (cma.py): the slot carries where the
 bytes are, each reader copies what it needs straight from the poster's
 buffer (one copy instead of two, as a large message goes), says so in its
 `finished` word, and the poster returns only once all its readers have: its
-buffer is the caller's, free to change after the call. One of the call's
-`stage_from` to `stage_bytes` is copied into the poster's staging area
+buffer is the caller's, free to change after the call. A post of the call's
+`stage_from` to `stage_bytes` bytes is copied into the poster's staging area
 first and its address given as 0 (not a two-shot post, whose output the
 members write into): readers copy it out of the staging area with memcpy, which on the
 hosts measured beats process_vm_readv while the area stays in the cache

@@ -336,7 +336,7 @@ typedef struct {
     int by_reference;       /* this rank's post goes by reference (board/run.py's slot_post_bytes) */
     int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
     int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
-    Py_ssize_t stage_from;  /* its smallest post by reference staged, or -1: none (board/run.py's stage_from) */
+    Py_ssize_t stage_from;  /* its smallest post by reference staged, or -1: none (board/run.py's staged_from) */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;

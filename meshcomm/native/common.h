@@ -35,11 +35,11 @@ static inline PyObject *wall_clock(void) {
     return PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
 }
 
-/* The instance dict that holds `object`'s attribute `name`, a new reference, when nothing on its type stands for
- * that name (a property would); else NULL, no error set: read the attribute. A dict read costs a quarter of the
- * attribute's read on every call (docs/native.md). */
+/* The instance dict that holds `object`'s attribute `name`, a new reference, when its type reads attributes the
+ * generic way and nothing on it stands for that name (a property would); else NULL, no error set: read the
+ * attribute. Judged once, when a lane is made; a dict read costs about half the attribute's read (docs/native.md). */
 static inline PyObject *attributes_holding(PyObject *object, PyObject *name) {
-    if (_PyType_Lookup(Py_TYPE(object), name)) return NULL;
+    if (Py_TYPE(object)->tp_getattro != PyObject_GenericGetAttr || _PyType_Lookup(Py_TYPE(object), name)) return NULL;
     PyObject *attributes = PyObject_GenericGetDict(object, NULL);
     if (!attributes || !PyDict_CheckExact(attributes)) {
         PyErr_Clear();
@@ -54,8 +54,12 @@ static inline PyObject *attributes_holding(PyObject *object, PyObject *name) {
  * (group.Seat._ready); 0 when not, -1 with an error set. */
 static inline int group_open(PyObject *transport, PyObject *attributes, PyObject *aborted_name, PyObject *revoked,
                              PyObject *group_id) {
-    PyObject *aborted = attributes ? Py_XNewRef(PyDict_GetItemWithError(attributes, aborted_name)) : NULL;
-    if (!aborted && (PyErr_Occurred() || !(aborted = PyObject_GetAttr(transport, aborted_name)))) return -1;
+    PyObject *aborted = NULL;
+    if (attributes) {
+        aborted = Py_XNewRef(PyDict_GetItemWithError(attributes, aborted_name));
+        if (!aborted && PyErr_Occurred()) return -1;
+    }
+    if (!aborted && !(aborted = PyObject_GetAttr(transport, aborted_name))) return -1;
     int open = aborted == Py_None;
     Py_DECREF(aborted);
     if (!open || PyDict_GET_SIZE(revoked) == 0) return open;

@@ -255,7 +255,7 @@ static int same_in_fields(FrontObject *self, PyObject *value, int kind, PyObject
     for (int d = 0; d < array->nd; d++) {
         PyObject *extent = PyTuple_GET_ITEM(last, d);
         if (!PyLong_CheckExact(extent) || PyLong_AsSsize_t(extent) != array->dimensions[d]) {
-            PyErr_Clear(); /* an extent too large for an index is no shape of an array */
+            if (PyErr_Occurred()) PyErr_Clear(); /* an extent too large for an index is no array's */
             return 0;
         }
     }

@@ -98,8 +98,8 @@ def _rate(raw: dict, name: str, where: str) -> float:
 # another kind should run `meshcomm tune` and point MESHCOMM_TUNING at the file. The choices are where the
 # model is wrong there: it prices a broadcast the receiver reads by reference like one streamed through the
 # rings, which from 1 to 8 MiB on 2 ranks takes less time, and below 1 MiB more; and a gather among 4 or 8 ranks
-# on 2 cores on the board dearer than as messages while its blocks fit in slots, where it takes far less time
-# (docs/cost-model.md).
+# on 2 cores on the board dearer than as messages while its blocks fit in slots or, on 4 ranks, are staged, where
+# it takes far less time (docs/cost-model.md).
 DEFAULTS = Parameters(
     same_host=Link(alpha=35e-6, beta=0.34e-9),
     other_host=Link(alpha=115e-6, beta=1.0e-9),

@@ -174,6 +174,40 @@ def test_a_front_follows_the_call_to_its_groups_lane_and_not_past_the_groups_end
         assert entered == {**dict.fromkeys(FRONTED, 0), "broadcast": 5, "all_reduce": 4}, entered
 
 
+def calls_whose_key_changes_in_dtype_or_shape_alone(with_bfloat16: bool) -> tuple[dict, list]:
+    """Repeated all_reduces and all_gathers whose arrays keep their byte count but change dtype (float32, int32),
+    shape ((2, 3), (3, 2)) or become 0-d: (how often each face's Python was entered, every output)."""
+    import meshcomm as dist
+
+    rank = dist.get_rank()
+    seen = []
+
+    def calls() -> None:
+        for repeat in range(REPEATS):
+            for dtype in (np.float32, np.int32, np.float32):
+                # ints whose bits are floats near 1.0: a float32 lane run on them would not sum them as ints
+                x = (np.arange(4) * 3 + rank + repeat + (0 if dtype is np.float32 else 0x3F800000)).astype(dtype)
+                dist.all_reduce(x)
+                seen.append([x.dtype.name, x.tolist()])
+            for shape in ((2, 3), (3, 2), (6,), ()):
+                x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+                x += rank + repeat  # in place: a 0-d array stays an array
+                out = [np.empty_like(x) for _ in range(2)]
+                dist.all_gather(out, x)
+                seen.append([x.shape, [o.shape for o in out], [o.tolist() for o in out]])
+
+    return _entering_faces(calls), seen
+
+
+@needs_compiled
+def test_a_front_runs_no_lane_for_a_key_that_differs_in_dtype_or_shape_alone() -> None:
+    python_results, compiled_results = on_both_paths(2, calls_whose_key_changes_in_dtype_or_shape_alone, timeout=120)
+    assert [seen for _, seen in compiled_results] == [seen for _, seen in python_results]
+    # each dtype's and each shape's first call makes its lane
+    for entered, _ in compiled_results:
+        assert entered == {**dict.fromkeys(FRONTED, 0), "all_reduce": 2, "all_gather": 4}, entered
+
+
 @needs_compiled
 def test_a_front_reads_as_its_face_and_pickles_by_its_name() -> None:
     import inspect

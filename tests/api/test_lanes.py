@@ -149,10 +149,10 @@ def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int)
     assert [digest for _, digest, _ in compiled_results] == [digest for _, digest, _ in python_results]
 
 
-def a_small_ring_of_laned_calls(with_bfloat16: bool) -> tuple[list, list, bool]:
+def a_small_ring_of_laned_calls(_with_bfloat16: bool) -> tuple[list, list, bool, bool]:
     """Broadcasts recorded in a ring of 4 entries, one of them kept by the caller: (the ring's entries as a dump
     has them, less their times; the kept entry, likewise, before and after ten more calls; whether each entry is
-    its own list, ended once started, and the latest is the newest)."""
+    its own list, ended once started, and the latest is the newest; whether a lane ran them)."""
     import meshcomm as dist
     from meshcomm.api.state import resolve_group, runtime
     from meshcomm.trace import flight_recorder as fr
@@ -173,15 +173,17 @@ def a_small_ring_of_laned_calls(with_bfloat16: bool) -> tuple[list, list, bool]:
     sound = (len({id(entry) for entry in entries}) == len(entries) == 4 and kept not in entries
              and all(entry[fr.ENDED] >= entry[fr.STARTED] for entry in entries)
              and recorder.latest[name] is entries[-1])
-    return [untimed(entry) for entry in entries], [before, untimed(kept)], sound
+    laned = any(key[0] == "broadcast" for key in resolve_group(None).lanes)
+    return [untimed(entry) for entry in entries], [before, untimed(kept)], sound, laned
 
 
 @needs_compiled
 def test_a_lanes_calls_fill_a_small_flight_recorder_ring_as_the_python_paths_do() -> None:
     python_results, compiled_results = on_both_paths(2, a_small_ring_of_laned_calls, timeout=60,
                                                      env={"MESHCOMM_FLIGHT_RECORDER_SIZE": "4"})
-    assert compiled_results == python_results
-    for entries, (before, after), sound in compiled_results:
+    assert [result[:3] for result in compiled_results] == [result[:3] for result in python_results]
+    assert all(result[3] for result in compiled_results) and not any(result[3] for result in python_results)
+    for entries, (before, after), sound, _ in compiled_results:
         assert sound and before == after and [entry["seq"] for entry in entries] == [9, 10, 11, 12], entries
 
 

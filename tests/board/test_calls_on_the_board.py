@@ -177,6 +177,31 @@ def scatter_root_post_staged(count: int) -> bool | None:
     return board._references[0][board._turns.current][1] == 0
 
 
+def gather_posts_staged(count: int) -> tuple[bool, list[bool]] | None:
+    """After a gather to rank 0 of `count` int64s from each rank (results checked): whether the host is crowded and,
+    as the root finds them, whether each member's post was staged; None on the other ranks and without a board."""
+    from meshcomm.api.state import resolve_group, runtime
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    gathered = [np.empty(count, np.int64) for _ in range(n)] if rank == 0 else None
+    dist.gather(values(rank, count), gathered, dst=0, algorithm="direct")
+    board = resolve_group(None).seat._board
+    if board is None or rank != 0:
+        return None
+    assert all(np.array_equal(gathered[q], values(q, count)) for q in range(n))
+    slot = board._turns.current
+    return runtime().transport.crowded, [board._references[m][slot][1] == 0 for m in range(1, n)]
+
+
+def test_a_gathers_posts_above_a_slot_are_staged_only_where_ranks_outnumber_cores(cluster) -> None:
+    results = cluster.run(gather_posts_staged, LARGE_COUNT, timeout=120)  # more than a slot, less than 1 MiB
+    if cluster.size == 1:
+        assert results == [None]
+        return
+    crowded, staged = results[0]
+    assert results[1:] == [None] * (cluster.size - 1) and staged == [crowded] * (cluster.size - 1), results
+
+
 def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_read_where_they_are(cluster) -> None:
     for count, staged in ((LARGE_COUNT, False), (STAGED_COUNT, True), (UNSTAGED_COUNT, False)):
         results = cluster.run(posts_staged, count, timeout=120)

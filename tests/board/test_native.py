@@ -315,6 +315,15 @@ def test_a_compiled_call_reads_a_staged_post_out_of_the_staging_area_and_stages_
         assert output.tolist() == list(range(40)) + list(range(100, 140))
         assert boards[1]._references[0][0][1] == 0  # member 0's post (its first call: slot 0) says "staged"
         assert bytes(boards[1]._stages[0]) == mine.tobytes()
+        monkeypatch.setattr(board_run, "STAGE_FROM_BYTES", 321)  # above the post: both leave theirs where they are
+        boards[1].post(1, 1, bytes(range(16)), memoryview(theirs).cast("B"), 0.0, float("inf"),
+                       lambda missing: None, by_reference=True, stage_from=321)
+        boards[1].finish(1, 1)
+        boards[0].native.run(_gather_by_reference(0), 1, mine + 1, output, 0.0, time.monotonic() + 30,
+                             lambda missing: pytest.fail(f"waited for {missing}"))
+        assert output.tolist() == list(range(1, 41)) + [0] * 40  # member 1's zeros, read where they are
+        assert boards[1]._references[0][1][1] != 0 and boards[1]._references[1][1][1] != 0  # slot 1: not staged
+        assert bytes(boards[1]._stages[0]) == mine.tobytes()  # the area still holds the first call's post
     finally:
         for board in boards:
             board.close()
