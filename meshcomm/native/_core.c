@@ -1279,7 +1279,7 @@ static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
                              &self->done, &self->check, &self->fallout};
     for (int i = 0; i < 16; i++) *fields[i] = Py_NewRef(o[i]);
     self->transport_attributes = attributes_holding(self->transport, ABORTED);
-    return 0;
+    return self->transport_attributes || !PyErr_Occurred() ? 0 : -1;
 }
 
 /* Whether nothing stops a call being posted now: no abort, no revoke, the board open (group.Seat._ready). */

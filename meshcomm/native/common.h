@@ -36,10 +36,18 @@ static inline PyObject *wall_clock(void) {
 }
 
 /* The instance dict that holds `object`'s attribute `name`, a new reference, when its type reads attributes the
- * generic way and nothing on it stands for that name (a property would); else NULL, no error set: read the
- * attribute. Judged once, when a lane is made; a dict read costs about half the attribute's read (docs/native.md). */
+ * generic way and nothing on it stands for that name (a property would); else NULL: read the attribute (an error
+ * set only if looking failed otherwise than by not finding it). Judged once, when a lane is made; a dict read
+ * costs about half the attribute's read (docs/native.md). */
 static inline PyObject *attributes_holding(PyObject *object, PyObject *name) {
-    if (Py_TYPE(object)->tp_getattro != PyObject_GenericGetAttr || _PyType_Lookup(Py_TYPE(object), name)) return NULL;
+    if (Py_TYPE(object)->tp_getattro != PyObject_GenericGetAttr) return NULL;
+    PyObject *on_type = PyObject_GetAttr((PyObject *)Py_TYPE(object), name);
+    if (on_type) {
+        Py_DECREF(on_type);
+        return NULL;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+    PyErr_Clear();
     PyObject *attributes = PyObject_GenericGetDict(object, NULL);
     if (!attributes || !PyDict_CheckExact(attributes)) {
         PyErr_Clear();

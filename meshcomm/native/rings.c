@@ -118,7 +118,7 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
     PyObject *transport = o[1];
     self->peer = Py_NewRef(o[0]);
     self->transport = Py_NewRef(transport);
-    self->transport_attributes = attributes_holding(transport, ABORTED);
+    if (!(self->transport_attributes = attributes_holding(transport, ABORTED)) && PyErr_Occurred()) return -1;
     self->group_id = Py_NewRef(o[2]);
     if (PyTuple_GET_SIZE(o[3]) < 1 || PyTuple_GET_SIZE(o[5]) != 5) {
         PyErr_SetString(PyExc_ValueError, "expected is a frame's Header, described 5 fields of a recorder entry");
