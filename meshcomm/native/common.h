@@ -49,12 +49,10 @@ static inline PyObject *attributes_holding(PyObject *object, PyObject *name) {
     if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
     PyErr_Clear();
     PyObject *attributes = PyObject_GenericGetDict(object, NULL);
-    if (!attributes || !PyDict_CheckExact(attributes)) {
-        PyErr_Clear();
-        Py_XDECREF(attributes);
-        return NULL;
-    }
-    return attributes;
+    if (attributes && PyDict_CheckExact(attributes)) return attributes;
+    if (!attributes && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear(); /* it keeps no dict */
+    Py_XDECREF(attributes);
+    return NULL;
 }
 
 /* 1 when a group's call may start: its transport's `aborted` (the attribute `aborted_name`, read from `attributes`
