@@ -33,9 +33,10 @@ class OptionalBuildExt(build_ext):
 native = Extension(
     "meshcomm.native._core",
     sources=["meshcomm/native/_core.c", "meshcomm/native/blocks.c", "meshcomm/native/rings.c",
-             "meshcomm/native/group_calls.c", "meshcomm/native/fronts.c"],
+             "meshcomm/native/group_calls.c", "meshcomm/native/fronts.c", "meshcomm/native/records.c"],
     depends=["meshcomm/native/common.h", "meshcomm/native/arrays.h", "meshcomm/native/blocks.h",
-             "meshcomm/native/rings.h", "meshcomm/native/group_calls.h", "meshcomm/native/fronts.h"],
+             "meshcomm/native/rings.h", "meshcomm/native/group_calls.h", "meshcomm/native/fronts.h",
+             "meshcomm/native/records.h"],
     # No contraction of a * b + c into one rounding: results stay bit-identical to numpy's.
     # -O3: the reductions' loops are vectorised (the same IEEE operations, element by element).
     extra_compile_args=["-O3", "-ffp-contract=off", "-fno-strict-aliasing"],

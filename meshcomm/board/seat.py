@@ -74,15 +74,14 @@ class Seat:
         board_run.run_compiled(self._board, plan.board, seq, plan.fingerprint, buffers, combine, timeout,
                                self._transport.spin_seconds, check_peers, self._group_name, self._ranks)
 
-    def lane(self, turns, plan, record, latest, states: tuple[str, str], fallout, input_bytes: int,
-             output_bytes: int, listed: int, timeout: float):
+    def lane(self, turns, plan, records, fallout, input_bytes: int, output_bytes: int, listed: int, timeout: float):
         """A compiled Lane for the repeats of a call the compiled path ran by the group's `plan` (group/lanes.py):
-        `record` and `latest` are the flight recorder's, `states` its words for a started and a finished call;
-        `listed` the side its runs take as a list of numpy arrays (native/blocks.c)."""
+        `records` is the flight recorder's compiled ring; `listed` the side its runs take as a list of numpy arrays
+        (native/blocks.c)."""
         transport = self._transport
         return native.core.Lane(turns, self._board.native, plan.board.native, transport, self._revoked,
-                                self._group_id, record, latest, self._group_name, plan.fingerprint, plan.algorithm,
-                                self._ranks, *states, self._check_peers, fallout, timeout, transport.spin_seconds,
+                                self._group_id, records, self._group_name, plan.fingerprint, plan.algorithm,
+                                self._ranks, self._check_peers, fallout, timeout, transport.spin_seconds,
                                 input_bytes, output_bytes, listed, np.ndarray)
 
     def settler(self, plan):

@@ -27,7 +27,6 @@ from meshcomm.group import lanes
 from meshcomm.group.call import Call, seconds
 from meshcomm.group.turns import Turns
 from meshcomm.group.work import MessageWork, QueuedWork, Work
-from meshcomm.trace.flight_recorder import FlightRecorder
 from meshcomm.transport.header import KIND_P2P, Key
 from meshcomm.tuner.choose import Chooser
 from meshcomm.tuner.predict import predict
@@ -133,13 +132,13 @@ class Group:
     def _recorded(self, plan: _Plan, seq: int, run, call: Call, limit: float, async_op: bool) -> object:
         """Run call `seq` by `run` in the flight recorder; a failure is explained (and passed on to the peers)."""
         recorder = self.runtime.recorder
-        entry = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
+        record = recorder.start(self.group_name, seq, plan.fingerprint, plan.algorithm, self.ranks)
         try:
             run(plan, seq, call.buffers, call.combine, limit, async_op)
         except Exception as exc:
-            recorder.finish(entry, exc)
-            raise self.runtime.explain_failure(self, seq, entry, exc) from None
-        recorder.finish(entry)
+            recorder.finish(record, exc)
+            raise self.runtime.explain_failure(self, seq, record, exc) from None
+        recorder.finish(record)
         return call.finish() if call.finish is not None else None
 
     def _plan(self, key: tuple, itemsize: int) -> _Plan:
@@ -217,18 +216,19 @@ class Group:
     def _message_work(self, what: str, peer: int | None, tag: int, handle, finish=None, source=None) -> MessageWork:
         transport = self.runtime.transport
         description = _describe_message(what, peer, tag)
-        recorded = self.runtime.recorder.start_p2p(self.group_name, f"{description}, {handle.nbytes} B", peer)
+        recorder = self.runtime.recorder
+        recorded = recorder.start_p2p(self.group_name, f"{description}, {handle.nbytes} B", peer)
 
         def drive(seconds: float) -> None:
             try:
                 transport.wait([handle], timeout=seconds)
             except CommTimeoutError as exc:
                 error = CommTimeoutError(f"{description} in group {self.group_name!r}: {exc}")
-                FlightRecorder.finish(recorded, error)
+                recorder.finish(recorded, error)
                 raise error from None
 
         return MessageWork(description, drive, lambda: transport.test(handle), self.timeout, finish,
-                           lambda error: FlightRecorder.finish(recorded, error), source)
+                           lambda error: recorder.finish(recorded, error), source)
 
     def algorithm_for(self, problem: Problem, itemsize: int) -> str:
         """The user's MESHCOMM_ALGO choice for this collective, else the tuning file's measured or the model's pick."""

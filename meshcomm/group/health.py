@@ -80,10 +80,10 @@ class Monitor:
 
     def _publish_settled_progress(self) -> None:
         now = time.monotonic()
-        latest = self.runtime.recorder.latest
+        recorder = self.runtime.recorder
         for group in list(self.runtime.groups.values()):
-            entry = latest.get(group.group_name)
-            state = (id(entry), None if entry is None else entry[fr.STATE])
+            entry = recorder.latest(group.group_name)
+            state = (None, None) if entry is None else (entry[fr.SEQ], entry[fr.STATE])
             seen = self._seen.get(group.group_name)
             if seen is None or seen[:2] != state:
                 self._seen[group.group_name] = (*state, now)
@@ -152,9 +152,12 @@ class Monitor:
         rank, kind, lost, text = found[0].decode(errors="replace").split("|", 3)
         return int(rank), kind, int(lost), text
 
-    def who_had_not_arrived(self, group, seq: int, entry: list) -> str:
-        """After a timeout at `seq`: which ranks of `group` were not in that collective, from the store."""
+    def who_had_not_arrived(self, group, seq: int, record) -> str:
+        """After a timeout at `seq` (`record` its flight recorder's handle): which ranks of `group` were not in that
+        collective, from the store."""
         me = self.runtime.rank
+        recorder = self.runtime.recorder
+        entry = recorder.row(record) or recorder.latest(group.group_name)
         reports: dict[int, str] = {}
 
         def ask() -> None:

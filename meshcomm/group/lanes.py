@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from meshcomm import native
-from meshcomm.trace.flight_recorder import DONE_STATE, STARTED_STATE
 from meshcomm.transport import header as wire
 
 _LANES_KEPT = 64  # a group's lanes, beyond which they are made again as the calls come
@@ -63,28 +62,27 @@ def open_lane(group, call, plan, turns) -> None:
             return np.concatenate([np.asarray(block).reshape(-1).view(storage) for block in given])
         return np.asarray(given).reshape(-1).view(storage)
 
-    def fallout(seq: int, entry: list, outcome, deadline: float, input, output) -> bool:
+    def fallout(seq: int, record: int, outcome, deadline: float, input, output) -> bool:
         # Only a reduction's run comes back to be computed here, and no listed output is one: a gather's or an
         # all_gather's comes back with an error, raised below.
         try:
             buffers = {"input": side(input, 1), "output": side(output, 2)}
             settle(seq, buffers, combine, timeout, deadline, outcome)
         except Exception as exc:
-            recorder.finish(entry, exc)
-            raise runtime.explain_failure(group, seq, entry, exc) from None
-        recorder.finish(entry)
+            recorder.finish(record, exc)
+            raise runtime.explain_failure(group, seq, record, exc) from None
+        recorder.finish(record)
         return True
 
     nbytes = [-1 if place == absent else call.buffers[name].nbytes for place, name in ((1, "input"), (2, "output"))]
-    group.lanes[call.lane] = seat.lane(turns, plan, recorder.entries.append, recorder.latest,
-                                       (STARTED_STATE, DONE_STATE), fallout, *nbytes, listed, timeout)
+    group.lanes[call.lane] = seat.lane(turns, plan, recorder.records, fallout, *nbytes, listed, timeout)
 
 
 def open_message_lane(group, key: tuple, sending: bool, target: int, wire_key: wire.Key, nbytes: int,
                       words: str) -> None:
     """Keep a lane for the repeats of a blocking send to (or receive from) global rank `target` of `nbytes`,
     when the transport lets one write (or take) such messages in its shared-memory ring (native/rings.c); the
-    flight recorder gets the entry the Python path writes, with `words`."""
+    flight recorder gets the record the Python path writes, with `words`."""
     transport = group.runtime.transport
     ring = None if native.core is None else transport.message_ring(target, sending, nbytes)
     if ring is None:
@@ -96,5 +94,5 @@ def open_message_lane(group, key: tuple, sending: bool, target: int, wire_key: w
     header = wire.Header(wire_key, wire.NO_FINGERPRINT, nbytes)
     group.lanes[key] = native.core.MessageLane(
         sending, *frames, wire.pack(*header), peer, transport, group.group_id, header,
-        group.runtime.recorder.entries.append, described, DONE_STATE, True if sending else target,
+        group.runtime.recorder.records, described, True if sending else target,
         transport.spin_seconds)

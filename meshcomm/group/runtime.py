@@ -183,7 +183,7 @@ class Runtime:
 
     # ----- failures
 
-    def explain_failure(self, group: Group, seq: int, entry: list, error: BaseException) -> BaseException:
+    def explain_failure(self, group: Group, seq: int, record, error: BaseException) -> BaseException:
         """The error to raise for a failed collective, and the flight recorder dumped.
 
         A timeout names the ranks that had not arrived. Every failure is passed
@@ -201,7 +201,7 @@ class Runtime:
                                *([error.peer] if isinstance(error, PeerLostError) else []))
         others = [r for r in group.ranks if r != self.rank]
         if isinstance(error, CommTimeoutError):
-            arrivals = self.monitor.who_had_not_arrived(group, seq, entry)
+            arrivals = self.monitor.who_had_not_arrived(group, seq, record)
             self.monitor.first_failure("timeout", None, str(error))
             # The group cannot finish this collective now: tell the others rather than let them wait or see us leave.
             self.transport.fail_call(others, group.group_id, seq, wire.NOTICE_TIMEOUT, f"{error}; {arrivals}")

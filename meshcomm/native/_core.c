@@ -25,6 +25,7 @@
 #include "blocks.h"
 #include "fronts.h"
 #include "group_calls.h"
+#include "records.h"
 #include "rings.h"
 
 #define PAGE 4096
@@ -634,10 +635,18 @@ static PyObject *member_list(int *missing, int count) {
     return list;
 }
 
+/* between(missing, seq), the call's number made a Python int only now: waits seldom get this far. */
+static PyObject *between_at(PyObject *between, PyObject *missing, uint64_t seq) {
+    PyObject *number = PyLong_FromUnsignedLongLong(seq);
+    PyObject *outcome = number ? PyObject_CallFunctionObjArgs(between, missing, number, NULL) : NULL;
+    Py_XDECREF(number);
+    return outcome;
+}
+
 /* Until every member of `members` is ready (segment.Board._wait): spin (or yield), then sleep on our bell in
  * slices, calling between(missing) before each sleep. Returns 0, or -1 with a Python error set. */
 static int wait_for(BoardObject *b, int me, const int *members, int nmembers, int what, uint64_t seq,
-                    double spin, double deadline, PyObject *between, PyObject *call_seq, const char *verb) {
+                    double spin, double deadline, PyObject *between, const uint64_t *call_seq, const char *verb) {
     int stack[64];
     int *missing = nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * nmembers);
     int count = 0, result = 0;
@@ -672,7 +681,7 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
         /* Only members still missing matter: one that posted and then left is no reason to fail this call. */
         PyObject *list = member_list(missing, count);
         PyObject *outcome = !list ? NULL
-                            : call_seq ? PyObject_CallFunctionObjArgs(between, list, call_seq, NULL)
+                            : call_seq ? between_at(between, list, *call_seq)
                                        : PyObject_CallOneArg(between, list);
         Py_XDECREF(list);
         if (!outcome) {
@@ -721,7 +730,7 @@ done:
 }
 
 static int all_members_past(BoardObject *b, int me, long long oldest, double spin, double deadline,
-                            PyObject *between, PyObject *call_seq) {
+                            PyObject *between, const uint64_t *call_seq) {
     for (int m = 0; m < b->nmembers; m++) {
         if (load(latest_of(b, m)) <= (uint64_t)oldest) {
             int stack[64], *everyone = b->nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * b->nmembers);
@@ -775,11 +784,11 @@ static const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot
 
 /* A member whose memory could not be read holds its post (it waits for its readers otherwise), so it died: until
  * the deadline, between([member]) raises what the transport says of it (board/run.py's _poster_lost). */
-static void poster_lost(int member, int code, double deadline, PyObject *between, PyObject *call_seq) {
+static void poster_lost(int member, int code, double deadline, PyObject *between, const uint64_t *call_seq) {
     while (monotonic() < deadline) {
         PyObject *list = member_list(&member, 1);
         PyObject *outcome = !list ? NULL
-                            : call_seq ? PyObject_CallFunctionObjArgs(between, list, call_seq, NULL)
+                            : call_seq ? between_at(between, list, *call_seq)
                                        : PyObject_CallOneArg(between, list);
         Py_XDECREF(list);
         if (!outcome) return;
@@ -800,7 +809,7 @@ static void poster_lost(int member, int code, double deadline, PyObject *between
  * of its staging area when its address is 0 (staged), else from its memory; on failure, poster_lost. 0, or -1
  * with an error set. */
 static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, char *local, Py_ssize_t bytes,
-                       int writing, double deadline, PyObject *between, PyObject *call_seq) {
+                       int writing, double deadline, PyObject *between, const uint64_t *call_seq) {
     uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
     Py_ssize_t done;
     int code;
@@ -825,7 +834,7 @@ static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, 
  * or 1 when numpy's bits are not certain in the piece from element *resume on, which nothing has been written
  * from: numpy goes on from there (run.py's settle), with this member's input whole. */
 static int reduce_and_write(BoardObject *b, PlanObject *p, const char *input, Py_ssize_t input_bytes, Py_buffer *out,
-                            const int *where, double deadline, PyObject *between, PyObject *call_seq,
+                            const int *where, double deadline, PyObject *between, const uint64_t *call_seq,
                             Py_ssize_t *resume) {
     Py_ssize_t item = p->itemsize, step = PIECE_BYTES / item > 0 ? PIECE_BYTES / item : 1;
     int me = p->me;
@@ -873,7 +882,7 @@ static int reduce_and_write(BoardObject *b, PlanObject *p, const char *input, Py
  * slot goes by reference (a direct reduction's never comes here), as every two-shot post does. `between` is called
  * with the members still missing, and with `call_seq` after them when that is not NULL. */
 static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
-                          double deadline, PyObject *between, PyObject *call_seq) {
+                          double deadline, PyObject *between, const uint64_t *call_seq) {
     if (p->nmembers != b->nmembers) {
         PyErr_Format(PyExc_ValueError, "a plan for %d members on a board of %d", p->nmembers, b->nmembers);
         return NULL;
@@ -1046,7 +1055,7 @@ finally:
 
 /* A call holds the board's mapping while it runs; release() of a closing board waits for it. */
 static PyObject *run_held(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
-                          double deadline, PyObject *between, PyObject *call_seq) {
+                          double deadline, PyObject *between, const uint64_t *call_seq) {
     if (!b->mapped || b->closing) {
         PyErr_SetString(PyExc_RuntimeError, "the group's board is closed");
         return NULL;
@@ -1194,11 +1203,11 @@ typedef struct {
     PyObject *transport_attributes; /* where `aborted` is read, or NULL (common.h's attributes_holding) */
     PyObject *revoked;   /* the transport's revoked groups, a dict */
     PyObject *group_id;
-    PyObject *record;  /* the flight recorder's entries.append */
-    PyObject *latest;  /* the flight recorder's latest, a dict */
-    PyObject *group_name, *fingerprint, *algorithm, *peers, *started, *done;
+    PyObject *records; /* the flight recorder's compiled ring (records.c) */
+    Py_ssize_t cell;   /* where it keeps this group's latest collective */
+    PyObject *group_name, *fingerprint, *algorithm, *peers;
     PyObject *check;   /* check(missing, seq): raises what makes waiting pointless */
-    PyObject *fallout; /* fallout(seq, entry, outcome, deadline, input, output) */
+    PyObject *fallout; /* fallout(seq, record, outcome, deadline, input, output): record the recorder's handle */
     double timeout, spin;
     Py_ssize_t input_bytes, output_bytes; /* < 0: the call has no such side here (run's is ignored) */
     int listed;           /* the side run's caller hands as a list of blocks (blocks.c): 0 neither, 1 input, 2 output */
@@ -1216,8 +1225,7 @@ static int lane_traverse(LaneObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->transport);
     Py_VISIT(self->transport_attributes);
     Py_VISIT(self->revoked);
-    Py_VISIT(self->record);
-    Py_VISIT(self->latest);
+    Py_VISIT(self->records);
     Py_VISIT(self->peers);
     Py_VISIT(self->check);
     Py_VISIT(self->fallout);
@@ -1233,14 +1241,11 @@ static int lane_clear(LaneObject *self) {
     Py_CLEAR(self->transport_attributes);
     Py_CLEAR(self->revoked);
     Py_CLEAR(self->group_id);
-    Py_CLEAR(self->record);
-    Py_CLEAR(self->latest);
+    Py_CLEAR(self->records);
     Py_CLEAR(self->group_name);
     Py_CLEAR(self->fingerprint);
     Py_CLEAR(self->algorithm);
     Py_CLEAR(self->peers);
-    Py_CLEAR(self->started);
-    Py_CLEAR(self->done);
     Py_CLEAR(self->check);
     Py_CLEAR(self->fallout);
     Py_CLEAR(self->array_type);
@@ -1254,30 +1259,31 @@ static void lane_dealloc(LaneObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Lane(turns, board, plan, transport, revoked, group_id, record, latest, group_name, fingerprint, algorithm, peers,
- *      started, done, check, fallout, timeout, spin, input_bytes, output_bytes, listed, array_type) */
+/* Lane(turns, board, plan, transport, revoked, group_id, records, group_name, fingerprint, algorithm, peers, check,
+ *      fallout, timeout, spin, input_bytes, output_bytes, listed, array_type) */
 static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
-    PyObject *o[16];
+    PyObject *o[13];
     if (self->turns != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "a Lane is made once");
         return -1;
     }
     PyObject *array_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!OO!OOO!UOUO!UUOOddnniO!", &TurnsType, &o[0], &BoardType, &o[1], &PlanType,
-                          &o[2], &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &PyDict_Type, &o[7], &o[8], &o[9], &o[10],
-                          &PyTuple_Type, &o[11], &o[12], &o[13], &o[14], &o[15], &self->timeout, &self->spin,
-                          &self->input_bytes, &self->output_bytes, &self->listed, &PyType_Type, &array_type))
+    if (!PyArg_ParseTuple(args, "O!O!O!OO!OOUOUO!OOddnniO!", &TurnsType, &o[0], &BoardType, &o[1], &PlanType, &o[2],
+                          &o[3], &PyDict_Type, &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &PyTuple_Type, &o[10],
+                          &o[11], &o[12], &self->timeout, &self->spin, &self->input_bytes, &self->output_bytes,
+                          &self->listed, &PyType_Type, &array_type))
         return -1;
-    if (self->listed < 0 || self->listed > 2 || PyTuple_GET_SIZE(o[11]) == 0) {
+    if (!records_check(o[6], "Lane")) return -1;
+    if (self->listed < 0 || self->listed > 2 || PyTuple_GET_SIZE(o[10]) == 0) {
         PyErr_SetString(PyExc_ValueError, "listed is 0, 1 (the input) or 2 (the output), among one peer or more");
         return -1;
     }
     self->array_type = Py_NewRef(array_type);
-    PyObject **fields[16] = {(PyObject **)&self->turns, (PyObject **)&self->board, (PyObject **)&self->plan,
-                             &self->transport, &self->revoked, &self->group_id, &self->record, &self->latest,
-                             &self->group_name, &self->fingerprint, &self->algorithm, &self->peers, &self->started,
-                             &self->done, &self->check, &self->fallout};
-    for (int i = 0; i < 16; i++) *fields[i] = Py_NewRef(o[i]);
+    PyObject **fields[13] = {(PyObject **)&self->turns, (PyObject **)&self->board, (PyObject **)&self->plan,
+                             &self->transport, &self->revoked, &self->group_id, &self->records, &self->group_name,
+                             &self->fingerprint, &self->algorithm, &self->peers, &self->check, &self->fallout};
+    for (int i = 0; i < 13; i++) *fields[i] = Py_NewRef(o[i]);
+    if ((self->cell = records_cell(self->records, self->group_name)) < 0) return -1;
     self->transport_attributes = attributes_holding(self->transport, ABORTED);
     return self->transport_attributes || !PyErr_Occurred() ? 0 : -1;
 }
@@ -1286,31 +1292,6 @@ static int lane_init(LaneObject *self, PyObject *args, PyObject *kwds) {
 static int lane_open(LaneObject *self) {
     if (self->turns->pending > 0 || !self->board->mapped || self->board->closing) return 0;
     return group_open(self->transport, self->transport_attributes, ABORTED, self->revoked, self->group_id);
-}
-
-/* The flight recorder's entry for call `seq` (trace/flight_recorder.py's FlightRecorder.start). */
-static PyObject *lane_entry(LaneObject *self, PyObject *seq) {
-    PyObject *entry = PyList_New(9);
-    PyObject *started_at = wall_clock();
-    if (!entry || !started_at) {
-        Py_XDECREF(entry);
-        Py_XDECREF(started_at);
-        return NULL;
-    }
-    PyObject *items[9] = {self->group_name, seq, self->fingerprint, self->algorithm, self->peers, self->started,
-                          started_at, Py_None, Py_None};
-    for (int i = 0; i < 9; i++) {
-        if (i != 6) Py_INCREF(items[i]);
-        PyList_SET_ITEM(entry, i, items[i]);
-    }
-    PyObject *appended = PyObject_CallOneArg(self->record, entry);
-    if (!appended || PyDict_SetItem(self->latest, self->group_name, entry) < 0) {
-        Py_XDECREF(appended);
-        Py_DECREF(entry);
-        return NULL;
-    }
-    Py_DECREF(appended);
-    return entry;
 }
 
 /* run(input, output) -> True once the call ran here; False, before anything moved, for the Python path to run it */
@@ -1355,24 +1336,17 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
     if (self->input_bytes < 0) sides[0] = (Py_buffer){.buf = nothing, .len = 0}; /* as the face's placeholder */
     Py_buffer *input = &sides[0];
     Py_buffer *output = self->output_bytes < 0 ? NULL : same ? &sides[0] : &sides[1];
-    PyObject *seq = PyLong_FromUnsignedLongLong(self->turns->next++);
-    PyObject *entry = seq ? lane_entry(self, seq) : NULL;
-    PyObject *outcome = NULL, *answer = NULL, *posted = NULL;
+    uint64_t number = self->turns->next++;
+    uint64_t record = records_start(self->records, self->cell, self->group_name, (long long)number, self->fingerprint,
+                                    self->algorithm, self->peers, wall_seconds());
+    PyObject *outcome = NULL, *answer = NULL, *posted = NULL, *seq = NULL, *handle = NULL;
     double deadline = deadline_after(self->timeout);
-    if (entry) {
-        outcome = run_held(self->board, self->plan, PyLong_AsUnsignedLongLong(seq), input, output, self->spin,
-                           deadline, self->check, seq);
-    }
+    outcome = run_held(self->board, self->plan, number, input, output, self->spin, deadline, self->check, &number);
     if (outcome == Py_None && self->listed == 2) copy_out_blocks(&blocks);
     for (int side = 0; side < 2; side++)
         if (taken[side]) PyBuffer_Release(&sides[side]);
-    if (!entry) goto finally;
     if (outcome == Py_None) {
-        PyObject *ended = wall_clock();
-        if (!ended) goto finally;
-        PyList_SetItem(entry, 7, ended); /* ENDED */
-        Py_INCREF(self->done);
-        PyList_SetItem(entry, 5, self->done); /* STATE */
+        records_finish(self->records, record, NULL);
         answer = Py_NewRef(Py_True);
         goto finally;
     }
@@ -1392,16 +1366,16 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
         !(posted = PyBytes_FromStringAndSize(blocks.whole.buf, blocks.whole.len)))
         goto finally;
     PyObject *when = PyFloat_FromDouble(deadline);
-    if (when) {
-        PyObject *handed[6] = {seq, entry, outcome, when, posted ? posted : args[0], args[1]};
+    if (when && (seq = PyLong_FromUnsignedLongLong(number)) && (handle = PyLong_FromUnsignedLongLong(record))) {
+        PyObject *handed[6] = {seq, handle, outcome, when, posted ? posted : args[0], args[1]};
         answer = PyObject_Vectorcall(self->fallout, handed, 6, NULL);
-        Py_DECREF(when);
     }
+    Py_XDECREF(when);
 finally:
     if (held) release_blocks(&blocks);
     Py_XDECREF(posted);
     Py_XDECREF(outcome);
-    Py_XDECREF(entry);
+    Py_XDECREF(handle);
     Py_XDECREF(seq);
     return answer;
 }
@@ -1456,7 +1430,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
         PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0 ||
         PyModule_AddObject(m, "Turns", (PyObject *)&TurnsType) < 0 ||
-        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0 ||
+        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0 || add_records_type(m) < 0 ||
         add_group_call_types(m) < 0 || add_front_type(m) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -28,13 +28,6 @@ static inline double deadline_after(double seconds) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + tick + seconds;
 }
 
-/* time.time() as a float: the flight recorder's clock. */
-static inline PyObject *wall_clock(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
-}
-
 /* The instance dict that holds `object`'s attribute `name`, a new reference, when its type reads attributes the
  * generic way and nothing on it stands for that name (a property would); else NULL: read the attribute (an error
  * set only if looking failed otherwise than by not finding it). Judged once, when a lane is made; a dict read

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "records.h"
 #include "rings.h"
 
 #define FRAME_HEADER 44   /* transport/header.py's HEADER_BYTES */
@@ -36,7 +37,7 @@ typedef struct {
     char header[FRAME_HEADER];
     Py_ssize_t nbytes;
     PyObject *peer, *inbound, *progress, *transport, *transport_attributes, *matcher, *revoked, *posted, *unexpected;
-    PyObject *group_id, *expected, *key, *record, *described, *done, *answer;
+    PyObject *group_id, *expected, *key, *records, *described, *answer;
     double spin;
 } MessageLaneObject;
 
@@ -45,8 +46,8 @@ static PyObject *ABORTED, *LOST, *SENDQ, *HELD, *TARGET, *HEADER_GOT, *LOCKED;
 #define FIELDS(self)                                                                                          \
     {&self->peer,    &self->inbound, &self->progress, &self->transport, &self->transport_attributes,    \
      &self->matcher, &self->revoked, &self->posted, &self->unexpected, &self->group_id, &self->expected,   \
-     &self->key,     &self->record,  &self->described, &self->done, &self->answer}
-#define NFIELDS 16
+     &self->key,     &self->records, &self->described, &self->answer}
+#define NFIELDS 15
 
 static int message_lane_traverse(MessageLaneObject *self, visitproc visit, void *arg) {
     PyObject **fields[NFIELDS] = FIELDS(self);
@@ -70,22 +71,22 @@ static void message_lane_dealloc(MessageLaneObject *self) {
 }
 
 /* MessageLane(sending, ring_map, ring_start, ring_bytes, bell_map, header, peer, transport, group_id, expected,
- *             record, described, done, answer, spin): `header` is the frame's header packed, `expected` the same as
- *             transport/header.py's Header, `described` the flight recorder's entry up to its state (group, seq,
- *             words, kind, peers), `answer` what run() returns once it ran. */
+ *             records, described, answer, spin): `header` is the frame's header packed, `expected` the same as
+ *             transport/header.py's Header, `records` the flight recorder's compiled ring, `described` its record's
+ *             fields up to the state (group, seq, words, kind, peers), `answer` what run() returns once it ran. */
 static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *kwds) {
     int sending;
     PyObject *ring_map, *bell_map, *header, *answer;
     Py_ssize_t ring_start, ring_bytes;
-    PyObject *o[7];
+    PyObject *o[6];
     if (self->ready) {
         PyErr_SetString(PyExc_RuntimeError, "a MessageLane is made once");
         return -1;
     }
     message_lane_clear(self); /* what an earlier, failed call left */
-    if (!PyArg_ParseTuple(args, "pOnnOSOOOO!OO!OOd", &sending, &ring_map, &ring_start, &ring_bytes, &bell_map,
-                          &header, &o[0], &o[1], &o[2], &PyTuple_Type, &o[3], &o[4], &PyTuple_Type, &o[5], &o[6],
-                          &answer, &self->spin))
+    if (!PyArg_ParseTuple(args, "pOnnOSOOOO!OO!Od", &sending, &ring_map, &ring_start, &ring_bytes, &bell_map,
+                          &header, &o[0], &o[1], &o[2], &PyTuple_Type, &o[3], &o[4], &PyTuple_Type, &o[5], &answer,
+                          &self->spin))
         return -1;
     if (PyBytes_GET_SIZE(header) != FRAME_HEADER) {
         PyErr_Format(PyExc_ValueError, "a frame's header has %d bytes", FRAME_HEADER);
@@ -126,9 +127,9 @@ static int message_lane_init(MessageLaneObject *self, PyObject *args, PyObject *
     }
     self->expected = Py_NewRef(o[3]);
     self->key = Py_NewRef(PyTuple_GET_ITEM(o[3], 0));
-    self->record = Py_NewRef(o[4]);
+    if (!records_check(o[4], "MessageLane")) return -1;
+    self->records = Py_NewRef(o[4]);
     self->described = Py_NewRef(o[5]);
-    self->done = Py_NewRef(o[6]);
     if (!(self->inbound = PyObject_GetAttrString(self->peer, "inbound")) ||
         !(self->progress = PyObject_GetAttrString(transport, "_progress_lock")) ||
         !(self->matcher = PyObject_GetAttrString(transport, "matcher")) ||
@@ -258,25 +259,10 @@ static int receive_frame(MessageLaneObject *self, char *target, int held) {
     return 1;
 }
 
-/* The flight recorder's entry of a finished send or receive (trace/flight_recorder.py's start_p2p, finish). */
-static int record(MessageLaneObject *self, PyObject *started) {
-    PyObject *ended = wall_clock();
-    PyObject *entry = ended ? PyList_New(9) : NULL;
-    if (!entry) {
-        Py_XDECREF(ended);
-        Py_DECREF(started);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < 5; i++) PyList_SET_ITEM(entry, i, Py_NewRef(PyTuple_GET_ITEM(self->described, i)));
-    PyList_SET_ITEM(entry, 5, Py_NewRef(self->done));
-    PyList_SET_ITEM(entry, 6, started);
-    PyList_SET_ITEM(entry, 7, ended);
-    PyList_SET_ITEM(entry, 8, Py_NewRef(Py_None));
-    PyObject *appended = PyObject_CallOneArg(self->record, entry);
-    Py_DECREF(entry);
-    if (!appended) return -1;
-    Py_DECREF(appended);
-    return 0;
+/* The flight recorder's record of a finished send or receive (trace/flight_recorder.py's start_p2p, finish). */
+static void record(MessageLaneObject *self, double started) {
+    PyObject **d = &PyTuple_GET_ITEM(self->described, 0);
+    records_finish(self->records, records_start(self->records, -1, d[0], -1, d[2], d[3], d[4], started), NULL);
 }
 
 /* run(array) -> the lane's answer once the message moved; None, before anything moved, for the Python path. */
@@ -292,15 +278,12 @@ static PyObject *message_lane_run(MessageLaneObject *self, PyObject *array) {
         PyErr_Clear();
         return Py_NewRef(Py_None);
     }
-    PyObject *started = data.len == self->nbytes ? wall_clock() : NULL;
-    int moved = started && (self->sending ? send_frame(self, data.buf)
-                                          : receive_frame(self, data.buf, idle == HEADER_HELD));
+    double started = wall_seconds();
+    int moved = data.len == self->nbytes && (self->sending ? send_frame(self, data.buf)
+                                                           : receive_frame(self, data.buf, idle == HEADER_HELD));
     PyBuffer_Release(&data);
-    if (!moved) {
-        Py_XDECREF(started);
-        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-    }
-    if (record(self, started) < 0) return NULL;
+    if (!moved) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    record(self, started);
     return Py_NewRef(self->answer);
 }
 

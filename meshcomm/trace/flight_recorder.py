@@ -1,9 +1,11 @@
 """The flight recorder: a small ring of this rank's recent operations, dumped when something goes wrong.
 
 Recording must cost next to nothing beside an 8-byte all_reduce, one of the
-cheapest calls (benchmarks/results/design-figures-2026-11-25.md), so an
-entry is a plain list appended to a bounded deque and updated in place when
-the operation ends; nothing is formatted until a dump. The fingerprint
+cheapest calls (benchmarks/results/design-figures-2026-11-25.md). The ring is
+compiled where the extension is (native/records.c), so a lane writes its
+record in place with no Python object made; trace/records.py is its
+pure-Python twin. A record is a handle from `start`, updated when the
+operation ends; nothing is formatted until a dump. The fingerprint
 (collective, dtype, op, root, count) is kept as its 16 bytes and decoded
 only when written out. Point-to-point operations are recorded too (kind
 "p2p", their words in place of a fingerprint, no sequence number: they are
@@ -17,7 +19,6 @@ ranks' files up (meshcomm/trace/doctor.py).
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import socket
@@ -25,10 +26,11 @@ import tempfile
 import threading
 import time
 
-from meshcomm import config
+from meshcomm import config, native
 from meshcomm.executor import fingerprint as fp
+from meshcomm.trace.records import Records
 
-# Positions in an entry list (a list, not an object: appending one is the cheapest record there is).
+# Positions in a record read as a list (rows, row, latest).
 GROUP, SEQ, FINGERPRINT, ALGORITHM, PEERS, STATE, STARTED, ENDED, ERROR = range(9)
 STARTED_STATE, DONE_STATE, FAILED_STATE = "started", "done", "failed"
 
@@ -43,7 +45,8 @@ def dump_dir() -> str:
 
 
 class FlightRecorder:
-    """This rank's last `capacity` collectives, oldest first."""
+    """This rank's last `capacity` operations, oldest first: `start(group, seq, fingerprint, algorithm, peers)` records
+    one and returns its handle for `finish`."""
 
     def __init__(self, rank: int, world_size: int, capacity: int | None = None, folder: str = "") -> None:
         """`folder`: a subfolder of the dump folder, for a runtime whose ranks are not the job's (MPI's Accept)."""
@@ -51,33 +54,33 @@ class FlightRecorder:
         self.world_size = world_size
         self.folder = folder
         size = capacity if capacity is not None else config.get_int("MESHCOMM_FLIGHT_RECORDER_SIZE")
-        self.entries: collections.deque = collections.deque(maxlen=size if size is not None else 256)
-        # group name -> [last started seq, its entry]: kept beyond the ring so
-        # progress is known even for a group whose entries were pushed out.
-        self.latest: dict[str, list] = {}
+        made = Records if native.core is None else native.core.Records
+        # The ring; a lane writes to it directly. Each group's latest collective is kept beyond it, so progress is
+        # known even for a group whose records were pushed out.
+        self.records = made(size if size is not None else 256, (STARTED_STATE, DONE_STATE, FAILED_STATE))
+        self.start = self.records.start  # bound once: it runs on every call
         self._dump_lock = threading.Lock()
         self._reasons: list[str] = []  # every dump rewrites the file; no reason given earlier is lost
 
-    def start(self, group: str, seq: int, fingerprint: bytes, algorithm: str, peers: tuple) -> list:
-        entry = [group, seq, fingerprint, algorithm, peers, STARTED_STATE, time.time(), None, None]
-        self.entries.append(entry)
-        self.latest[group] = entry
-        return entry
-
-    def start_p2p(self, group: str, words: str, peer: int | None) -> list:
+    def start_p2p(self, group: str, words: str, peer: int | None):
         """A send or receive: `words` says what ("send 4096 B to rank 1, tag 0")."""
-        entry = [group, None, words, "p2p", () if peer is None else (peer,), STARTED_STATE, time.time(), None, None]
-        self.entries.append(entry)
-        return entry
+        return self.records.start(group, None, words, "p2p", () if peer is None else (peer,))
 
-    @staticmethod
-    def finish(entry: list, error: BaseException | None = None) -> None:
-        entry[ENDED] = time.time()
-        if error is None:
-            entry[STATE] = DONE_STATE
-        else:
-            entry[STATE] = FAILED_STATE
-            entry[ERROR] = f"{type(error).__name__}: {error}"
+    def finish(self, record, error: BaseException | None = None) -> None:
+        """`record` (start's handle) done, or failed with `error`."""
+        self.records.finish(record, None if error is None else f"{type(error).__name__}: {error}")
+
+    def row(self, record) -> list | None:
+        """`record` (start's handle) as a list, or None once it has left the ring."""
+        return self.records.row(record)
+
+    def entries(self) -> list[list]:
+        """The records in the ring, oldest first, as lists (copies)."""
+        return self.records.rows()
+
+    def latest(self, group: str) -> list | None:
+        """`group`'s latest collective as a list, or None before its first."""
+        return self.records.latest(group)
 
     def snapshot(self, reason: str) -> dict:
         return {
@@ -87,7 +90,7 @@ class FlightRecorder:
             "host": socket.gethostname(),
             "reason": "; then ".join(self._reasons),
             "dumped_at": time.time(),
-            "operations": [describe(entry) for entry in list(self.entries)],
+            "operations": [describe(entry) for entry in self.entries()],
         }
 
     def dump(self, reason: str, directory: str | None = None) -> str:

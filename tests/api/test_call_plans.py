@@ -23,7 +23,7 @@ def last_call() -> str:
     from meshcomm.api.state import runtime
     from meshcomm.trace.flight_recorder import describe
 
-    return describe(runtime().recorder.entries[-1])["call"]
+    return describe(runtime().recorder.entries()[-1])["call"]
 
 
 def calls_that_differ_in_one_thing() -> list:

@@ -112,7 +112,7 @@ def _repeat_every_laned_call(with_bfloat16: bool, dist, ReduceOp, resolve_group,
             digest.update(b"".join(a.tobytes() for a in (whole, *apart)))
             for root in range(n):
                 digest.update(_gather_and_scatter(dist, dtype, rank, n, root, repeat))
-    entries = [entry for entry in recorder.entries if entry[fr.GROUP] == g.group_name]  # the latest calls
+    entries = [entry for entry in recorder.entries() if entry[fr.GROUP] == g.group_name]  # the latest calls
     wrong = [f"seq {entry[fr.SEQ]} is {entry[fr.STATE]}" for entry in entries if entry[fr.STATE] != fr.DONE_STATE]
     seqs = [entry[fr.SEQ] for entry in entries]
     if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
@@ -150,9 +150,9 @@ def test_repeated_calls_on_lanes_give_the_python_paths_bytes_and_records(n: int)
 
 
 def a_small_ring_of_laned_calls(_with_bfloat16: bool) -> tuple[list, list, bool, bool]:
-    """Broadcasts recorded in a ring of 4 entries, one of them kept by the caller: (the ring's entries as a dump
-    has them, less their times; the kept entry, likewise, before and after ten more calls; whether each entry is
-    its own list, ended once started, and the latest is the newest; whether a lane ran them)."""
+    """Broadcasts recorded in a ring of 4 entries, one of them read by the caller: (the ring's entries as a dump
+    has them, less their times; the entry read, likewise, before and after ten more calls; whether the ring holds
+    four entries, each ended once started, and the latest is the newest; whether a lane ran them)."""
     import meshcomm as dist
     from meshcomm.api.state import resolve_group, runtime
     from meshcomm.trace import flight_recorder as fr
@@ -165,14 +165,14 @@ def a_small_ring_of_laned_calls(_with_bfloat16: bool) -> tuple[list, list, bool,
 
     for _ in range(3):
         dist.broadcast(x, src=0)
-    kept = recorder.entries[0]  # held here: no later call may change it
+    kept = recorder.entries()[0]  # read here: no later call may change it
     before = untimed(kept)
     for _ in range(10):
         dist.broadcast(x, src=0)
-    entries = list(recorder.entries)
-    sound = (len({id(entry) for entry in entries}) == len(entries) == 4 and kept not in entries
+    entries = recorder.entries()
+    sound = (len(entries) == 4 and kept not in entries
              and all(entry[fr.ENDED] >= entry[fr.STARTED] for entry in entries)
-             and recorder.latest[name] is entries[-1])
+             and recorder.latest(name) == entries[-1])
     laned = any(key[0] == "broadcast" for key in resolve_group(None).lanes)
     return [untimed(entry) for entry in entries], [before, untimed(kept)], sound, laned
 
@@ -415,7 +415,7 @@ def call_otherwise_on_a_lane(first: str, second: str) -> list:
     try:
         calls[first if rank == 0 else second]()
     except Exception as exc:
-        return [type(exc).__name__, str(exc), runtime().recorder.entries[-1][fr.STATE]]
+        return [type(exc).__name__, str(exc), runtime().recorder.entries()[-1][fr.STATE]]
     return ["no error"]
 
 

@@ -83,7 +83,7 @@ def exchange_around_the_ring(with_bfloat16: bool) -> tuple[dict, str, list]:
         world.lanes.ran.update({f"pair {k}": v for k, v in pair_lanes.ran.items()})
     # A send's or receive's entry has its words where a collective's has its fingerprint, "p2p" for its algorithm.
     entries = [(entry[fr.GROUP], entry[fr.FINGERPRINT], entry[fr.PEERS], entry[fr.STATE])
-               for entry in runtime().recorder.entries if entry[fr.ALGORITHM] == "p2p"]
+               for entry in runtime().recorder.entries() if entry[fr.ALGORITHM] == "p2p"]
     world.lanes.ran["shapes"] = shapes
     return world.lanes.ran, digest.hexdigest(), entries
 

@@ -17,8 +17,8 @@ def test_the_ring_keeps_only_the_last_entries_but_remembers_each_groups_latest()
     for seq in range(10):
         recorder.finish(recorder.start("default_pg", seq, ALL_REDUCE, "ring", (0, 1)))
     recorder.start("sub", 0, ALL_REDUCE, "ring", (0,))
-    assert [entry[1] for entry in recorder.entries] == [7, 8, 9, 0]
-    assert recorder.latest["default_pg"][1] == 9
+    assert [entry[1] for entry in recorder.entries()] == [7, 8, 9, 0]
+    assert recorder.latest("default_pg")[1] == 9
 
 
 def test_a_dump_spells_out_each_operation(tmp_path) -> None:
