@@ -62,9 +62,7 @@ def slot_post_bytes(collective: str) -> int:
 
 # Bytes of each member's staging area on the board: a post by reference of its plan's stage_from to this size (the
 # two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
-# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves. A gather on a host
-# with more ranks than cores stages from its slot's size: its members copy in at once while the root copies out
-# (docs/board.md).
+# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves (docs/board.md).
 STAGE_BYTES = 2 << 20
 STAGE_FROM_BYTES = 1 << 20
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
@@ -169,13 +167,13 @@ class Plan(NamedTuple):
     long_copies: bool  # by reference, and larger than YIELDING_COPY_BYTES: crowded waits sleep instead of yielding
     stage_from: int | None  # its smallest post by reference that is staged, or None (staged_from)
     native: object  # the compiled path's plan (native_plan), or None: the call runs in Python
+    pushes: bool = False  # a gather whose members write their blocks into the root's output (pushes_gather)
 
 
 def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dtype: str = "", op: str = "none",
-         fingerprint: bytes = b"", crowded: bool = False) -> Plan:
+         fingerprint: bytes = b"") -> Plan:
     """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits) on elements of `itemsize`
-    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can.
-    `crowded`: the host has more ranks than cores."""
+    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can."""
     compute = _two_shot(problem, me) if algorithm == "two_shot" else _COMPUTE[problem.collective](problem, me)
     own_blocks = None
     if algorithm == "direct" and own_block(problem, me) is not None:
@@ -187,8 +185,20 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES
     read = read_from(problem, me)
     made = Plan(problem, me, count, read, readers_of(problem, me), compute, algorithm, own_blocks, by_reference,
-                some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded), None)
+                some_by_reference, long_copies, staged_from(me, read, own_blocks), None)
+    if algorithm == "direct" and pushes_gather(problem, itemsize):
+        # The root waits for every member's post and then for their writes; each member for the root's post.
+        members = tuple(m for m in range(problem.nranks) if m != problem.root)
+        read = members if me == problem.root else (problem.root,)
+        made = made._replace(read=read, readers=read, pushes=True)
     return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
+
+
+def pushes_gather(problem: Problem, itemsize: int) -> bool:
+    """Whether a direct gather's members write their blocks into the root's output instead of the root reading
+    them: whenever a block goes by reference. The root would otherwise copy every byte itself, one core's work
+    (docs/board.md). Every rank decides alike, from the call alone."""
+    return problem.collective == "gather" and goes_by_reference(problem, itemsize)
 
 
 # The compiled path's codes (native/_core.c): the reductions it runs, and the element types it reduces.
@@ -215,7 +225,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     c = problem.collective
     reducing = c in _REDUCING
     writes = made.algorithm == "two_shot"
-    if native.core is None or (made.some_by_reference and reducing and not writes):
+    if native.core is None or made.pushes or (made.some_by_reference and reducing and not writes):
         return None
     if writes and made.count * itemsize > COMPILED_TWO_SHOT_BYTES:
         return None
@@ -266,6 +276,9 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     `peers` maps group ranks to transport ranks (for naming a rank that sent a message instead)."""
     if compiled_takes(plan, buffers):
         run_compiled(board, plan, seq, fingerprint, buffers, combine, timeout, spin, between, group_name, peers)
+        return
+    if plan.pushes:
+        _run_pushed(board, plan, seq, fingerprint, buffers, timeout, spin, between, group_name, peers)
         return
     me, count, read = plan.me, plan.count, plan.read
     deadline = time.monotonic() + timeout
@@ -321,6 +334,49 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
 
 
+def _run_pushed(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, timeout: float, spin: float, between,
+                group_name: str, peers) -> None:
+    """A gather whose members write their blocks into the root's output (Plan.pushes): the root posts its output
+    and copies its own block while they write, then waits until every member has finished writing; a member
+    waits only for the root's post. The copies run on every core at once, not all on the root's."""
+    problem, me, root = plan.problem, plan.me, plan.problem.root
+    deadline = time.monotonic() + timeout
+    board.yielding = not plan.long_copies
+    lo = problem.offsets()[me]
+    mine = buffers["input"]
+    try:
+        if me == root:
+            output = buffers["output"]
+            own = output[lo : lo + mine.size]
+            # An input that is its own block is in place already; one over another member's block is copied
+            # before that member may write there; any other, while the members write.
+            in_place = np.may_share_memory(own, mine)
+            early = not in_place and np.may_share_memory(output, mine)
+            if early:
+                own[...] = mine
+            view = byte_view(output)
+            board.post(me, seq, fingerprint, view, spin, deadline, between, True, view)
+        else:
+            board.post(me, seq, fingerprint, _NOTHING, spin, deadline, between)
+        board.wait(me, seq, plan.read, spin, deadline, between)
+        member = board.agree(plan.read, seq, fingerprint, me != root)
+        if member is not None:
+            raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+        if me == root:
+            if not (in_place or early):
+                own[...] = mine
+            board.wait_finished(me, seq, plan.readers, spin, deadline, between)
+        else:
+            posts = _Posts(board, seq, mine.dtype, me, None, None,
+                           lambda member, exc: _poster_lost(member, exc, deadline, between))
+            posts.write(root, lo, mine)
+            board.finish(me, seq)
+    except TimeoutError as exc:
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
+    except CollectiveMismatchError as exc:
+        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+
+
 def _timed_out(fingerprint: bytes, seq: int, group_name: str, timeout: float, exc: TimeoutError) -> CommTimeoutError:
     return CommTimeoutError(
         f"{fp.describe(fingerprint)} seq {seq} in group {group_name!r}, on the group's shared-memory board, "
@@ -349,16 +405,15 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
     return target
 
 
-def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool) -> int | None:
-    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None. On a host with
-    more ranks than cores, a gather's members stage theirs from where they leave the slots: they copy in at once
-    while the root copies out. A rank that reads nothing and leaves a block of its own out (a scatter's root,
-    unless its own block is empty) never stages: each reader reads only its part, and staging the whole would
-    come before any of them could start, with nothing of this rank's to do meanwhile (docs/board.md)."""
+def staged_from(me: int, read: tuple, own_blocks: tuple | None) -> int | None:
+    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None. A rank that reads
+    nothing and leaves a block of its own out (a scatter's root, unless its own block is empty) never stages: each
+    reader reads only its part, and staging the whole would come before any of them could start, with nothing of
+    this rank's to do meanwhile (docs/board.md)."""
     own = own_blocks[me] if own_blocks is not None else None
     if not read and own is not None and own[0] != own[1]:
         return None
-    return slot_post_bytes("gather") if crowded and problem.collective == "gather" else STAGE_FROM_BYTES
+    return STAGE_FROM_BYTES
 
 
 def compiled_takes(plan: Plan, buffers: dict) -> bool:

@@ -97,9 +97,9 @@ def _rate(raw: dict, name: str, where: str) -> float:
 # Measured with `meshcomm tune` on the project's 2-core VM (docs/cost-model.md); a machine of
 # another kind should run `meshcomm tune` and point MESHCOMM_TUNING at the file. The choices are where the
 # model is wrong there: it prices a broadcast the receiver reads by reference like one streamed through the
-# rings, which from 1 to 8 MiB on 2 ranks takes less time, and below 1 MiB more; and a gather among 4 or 8 ranks
-# on 2 cores on the board dearer than as messages while its blocks fit in slots or, on 4 ranks, are staged, where
-# it takes far less time (docs/cost-model.md).
+# rings, which from 1 to 8 MiB on 2 ranks takes less time, and below 1 MiB more; and a gather on the board
+# dearer than as messages where, with its members writing into the root's output, it takes far less time: on 3
+# to 8 ranks on 2 cores at every size, and on 2 ranks from 8 MiB (docs/cost-model.md).
 DEFAULTS = Parameters(
     same_host=Link(alpha=35e-6, beta=0.34e-9),
     other_host=Link(alpha=115e-6, beta=1.0e-9),
@@ -109,8 +109,9 @@ DEFAULTS = Parameters(
     crowded_alpha=175e-6,
     choices=(table.Measured("broadcast", 2, 8, "direct"), table.Measured("broadcast", 2, 1 << 20, "binomial"),
              table.Measured("broadcast", 2, 8 << 20, "direct"),
-             table.Measured("gather", 4, 8, "direct"), table.Measured("gather", 4, 8 << 20, "linear"),
-             table.Measured("gather", 8, 8, "direct"), table.Measured("gather", 8, 8 << 20, "linear")),
+             table.Measured("gather", 2, 8, "direct"), table.Measured("gather", 2, 2 << 20, "linear"),
+             table.Measured("gather", 2, 8 << 20, "direct"), table.Measured("gather", 3, 8, "direct"),
+             table.Measured("gather", 4, 8, "direct"), table.Measured("gather", 8, 8, "direct")),
 )
 
 

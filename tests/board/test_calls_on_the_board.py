@@ -177,29 +177,43 @@ def scatter_root_post_staged(count: int) -> bool | None:
     return board._references[0][board._turns.current][1] == 0
 
 
-def gather_posts_staged(count: int) -> tuple[bool, list[bool]] | None:
-    """After a gather to rank 0 of `count` int64s from each rank (results checked): whether the host is crowded and,
-    as the root finds them, whether each member's post was staged; None on the other ranks and without a board."""
-    from meshcomm.api.state import resolve_group, runtime
+def gather_pushed(count: int, root: int, source: str) -> tuple[bool, list[bool]] | None:
+    """After gathers to `root` of `count` int64s from each rank into blocks of one array (results checked;
+    `source`, the root's input: "apart" from them, "own", its own block, or "other", the next member's block,
+    which that member writes into): whether the root posted its output, and, as the root finds them, whether each
+    member's post is in its slot; None on the other ranks and without a board."""
+    from meshcomm.api.state import resolve_group
 
     rank, n = dist.get_rank(), dist.get_world_size()
-    gathered = [np.empty(count, np.int64) for _ in range(n)] if rank == 0 else None
-    dist.gather(values(rank, count), gathered, dst=0, algorithm="direct")
+    for _ in range(2):  # the second on slots the first left
+        whole = np.full(n * count, -1, np.int64)
+        blocks = [whole[q * count : (q + 1) * count] for q in range(n)]
+        mine = values(rank, count)
+        if rank == root and source != "apart":
+            mine = blocks[root if source == "own" else (root + 1) % n]
+            mine[...] = values(rank, count)
+        dist.gather(mine, blocks if rank == root else None, dst=root, algorithm="direct")
+        assert rank != root or all(np.array_equal(blocks[q], values(q, count)) for q in range(n)), source
+        assert rank == root or np.array_equal(mine, values(rank, count))  # an input is never changed
     board = resolve_group(None).seat._board
-    if board is None or rank != 0:
+    if board is None or rank != root:
         return None
-    assert all(np.array_equal(gathered[q], values(q, count)) for q in range(n))
     slot = board._turns.current
-    return runtime().transport.crowded, [board._references[m][slot][1] == 0 for m in range(1, n)]
+    return bool(board._references[root][slot][3]), [board._references[m][slot][0] == 0 for m in range(n) if m != root]
 
 
-def test_a_gathers_posts_above_a_slot_are_staged_only_where_ranks_outnumber_cores(cluster) -> None:
-    results = cluster.run(gather_posts_staged, LARGE_COUNT, timeout=120)  # more than a slot, less than 1 MiB
+@pytest.mark.parametrize("source", ["apart", "own", "other"])
+def test_a_gathers_members_write_blocks_above_a_slot_into_the_roots_output(cluster, source) -> None:
+    root = cluster.size - 1
+    results = cluster.run(gather_pushed, LARGE_COUNT, root, source, timeout=120)
     if cluster.size == 1:
         assert results == [None]
         return
-    crowded, staged = results[0]
-    assert results[1:] == [None] * (cluster.size - 1) and staged == [crowded] * (cluster.size - 1), results
+    assert results[root] == (True, [True] * (cluster.size - 1)), results
+    assert results[:root] == [None] * root
+    # a block that fits in its slot is read there by the root, which posts no output
+    results = cluster.run(gather_pushed, LARGE_COUNT - 1, root, source, timeout=120)
+    assert results[root] == (False, [True] * (cluster.size - 1)), results
 
 
 def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_read_where_they_are(cluster) -> None:

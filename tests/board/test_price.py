@@ -127,10 +127,8 @@ def test_the_defaults_gather_among_more_ranks_than_cores_by_their_measured_rows(
     chooser = Chooser(DEFAULTS, n, cores=2, single_copy=True)
     sizes = (1 << 10, 256 << 10, 1 << 20, 2 << 20, (4 << 20) - 4 * n, 4 << 20, (8 << 20) - 4 * n, 8 << 20, 64 << 20)
     chosen = {size: chooser.choose(canonical_problem("gather", n, size, 4), 4).name for size in sizes}
-    # direct up to the 8 MiB bucket: on 8 ranks a 4 MiB gather's blocks fit in a slot (512 KiB); on 4 ranks, blocks
-    # of more than a slot and up to 2 MiB are staged
-    board_below = 8 << 20
-    assert chosen == {size: "direct" if size < board_below else "linear" for size in sizes}
+    # direct at every size: blocks in slots, and larger ones written by the members into the root's output
+    assert chosen == {size: "direct" for size in sizes}
     # the model alone sends the middle sizes as messages
     assert Chooser(replace(DEFAULTS, choices=()), n, cores=2, single_copy=True).choose(
         canonical_problem("gather", n, 1 << 20, 4), 4).name == "linear"

@@ -38,6 +38,10 @@ def call(name: str, rank: int, size: int, dtype=np.float32, count: int = COUNT) 
         out = [np.empty_like(x) for _ in range(size)]
         dist.all_gather(out, x)
         assert [o[0] for o in out] == list(range(1, size + 1))
+    elif name == "gather":  # to rank 0
+        out = [np.empty_like(x) for _ in range(size)] if rank == 0 else None
+        dist.gather(x, out, dst=0)
+        assert rank != 0 or [o[0] for o in out] == list(range(1, size + 1))
     elif name == "reduce_scatter":
         out = np.empty(count, dtype)
         dist.reduce_scatter(out, [np.full(count, rank + 1, dtype) for _ in range(size)])

@@ -150,11 +150,14 @@ BOARD = {"MESHCOMM_ALGO": "direct", "FAULT_COUNT": "64"}
 
 # two_shot posts by reference at every size, and its ranks write into each other's outputs.
 TWO_SHOT = {"MESHCOMM_ALGO": "all_reduce:two_shot"}
+# A gather's blocks of 1 MiB (the default count) leave their slots: the members write into the root's output.
+PUSHED = {"MESHCOMM_ALGO": "gather:direct"}
 
 
 @pytest.mark.timeout(100)
 @pytest.mark.parametrize("collective, victim, env", [("all_reduce", 1, BOARD), ("barrier", 0, BOARD),
-                                                      ("all_reduce", 2, TWO_SHOT)])
+                                                      ("all_reduce", 2, TWO_SHOT), ("gather", 0, PUSHED),
+                                                      ("gather", 2, PUSHED)])
 def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victim, env) -> None:
     run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=env)
     survivors_of_a_sigkill(run, victim)
