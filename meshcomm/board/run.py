@@ -62,7 +62,9 @@ def slot_post_bytes(collective: str) -> int:
 
 # Bytes of each member's staging area on the board: a post by reference of its plan's stage_from to this size (the
 # two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
-# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves (docs/board.md).
+# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves. A gather on a host
+# with more ranks than cores that does not push (pushes_gather) stages from its slot's size: its members copy in
+# at once while the root copies out (docs/board.md).
 STAGE_BYTES = 2 << 20
 STAGE_FROM_BYTES = 1 << 20
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
@@ -78,6 +80,9 @@ _NOTHING = memoryview(b"")
 # The collectives whose computation copies this rank's own block (own_block) before anything else
 # (_all_to_all, _all_gather), so an output over it cannot overwrite it before it is read.
 _OWN_BLOCK_FIRST = frozenset({"all_to_all", "gather"})
+# The most ranks among which a crowded host's gather stages its blocks of up to STAGE_FROM_BYTES rather than pushing
+# them: among 8, each staged block waits for its member's turn on a core (benchmarks/results/pushed-gathers-2026-11-28.md).
+_STAGED_GATHER_RANKS = 4
 
 
 def published_count(problem: Problem, rank: int) -> int:
@@ -171,9 +176,10 @@ class Plan(NamedTuple):
 
 
 def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dtype: str = "", op: str = "none",
-         fingerprint: bytes = b"") -> Plan:
+         fingerprint: bytes = b"", crowded: bool = False) -> Plan:
     """Rank `me`'s plan for `problem` by `algorithm` (a call the board runs, see fits) on elements of `itemsize`
-    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can."""
+    bytes; with the call's `dtype` and `op` names and its `fingerprint`, the compiled path runs it when it can.
+    `crowded`: the host has more ranks than cores."""
     compute = _two_shot(problem, me) if algorithm == "two_shot" else _COMPUTE[problem.collective](problem, me)
     own_blocks = None
     if algorithm == "direct" and own_block(problem, me) is not None:
@@ -185,8 +191,8 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES
     read = read_from(problem, me)
     made = Plan(problem, me, count, read, readers_of(problem, me), compute, algorithm, own_blocks, by_reference,
-                some_by_reference, long_copies, staged_from(me, read, own_blocks), None)
-    if algorithm == "direct" and pushes_gather(problem, itemsize):
+                some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded), None)
+    if algorithm == "direct" and pushes_gather(problem, itemsize, crowded):
         # The root waits for every member's post and then for their writes; each member for the root's post.
         members = tuple(m for m in range(problem.nranks) if m != problem.root)
         read = members if me == problem.root else (problem.root,)
@@ -194,11 +200,16 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
 
 
-def pushes_gather(problem: Problem, itemsize: int) -> bool:
+def pushes_gather(problem: Problem, itemsize: int, crowded: bool) -> bool:
     """Whether a direct gather's members write their blocks into the root's output instead of the root reading
-    them: whenever a block goes by reference. The root would otherwise copy every byte itself, one core's work
-    (docs/board.md). Every rank decides alike, from the call alone."""
-    return problem.collective == "gather" and goes_by_reference(problem, itemsize)
+    them: whenever a block goes by reference, as the root would otherwise copy every byte itself, one core's
+    work; but not on a crowded host among up to _STAGED_GATHER_RANKS ranks whose blocks are at most
+    STAGE_FROM_BYTES, where the root reading staged blocks measured faster (docs/board.md). Every rank decides
+    alike."""
+    if problem.collective != "gather" or not goes_by_reference(problem, itemsize):
+        return False
+    staged = largest_post(problem) * itemsize <= STAGE_FROM_BYTES and problem.nranks <= _STAGED_GATHER_RANKS
+    return not (crowded and staged)
 
 
 # The compiled path's codes (native/_core.c): the reductions it runs, and the element types it reduces.
@@ -405,15 +416,17 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
     return target
 
 
-def staged_from(me: int, read: tuple, own_blocks: tuple | None) -> int | None:
-    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None. A rank that reads
-    nothing and leaves a block of its own out (a scatter's root, unless its own block is empty) never stages: each
-    reader reads only its part, and staging the whole would come before any of them could start, with nothing of
-    this rank's to do meanwhile (docs/board.md)."""
+def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool) -> int | None:
+    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None. On a host with
+    more ranks than cores, a gather's members stage theirs from where they leave the slots, unless they push them
+    (pushes_gather): they copy in at once while the root copies out. A rank that reads nothing and leaves a block
+    of its own out (a scatter's root, unless its own block is empty) never stages: each reader reads only its
+    part, and staging the whole would come before any of them could start, with nothing of this rank's to do
+    meanwhile (docs/board.md)."""
     own = own_blocks[me] if own_blocks is not None else None
     if not read and own is not None and own[0] != own[1]:
         return None
-    return STAGE_FROM_BYTES
+    return slot_post_bytes("gather") if crowded and problem.collective == "gather" else STAGE_FROM_BYTES
 
 
 def compiled_takes(plan: Plan, buffers: dict) -> bool:

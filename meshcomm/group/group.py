@@ -155,7 +155,8 @@ class Group:
         fingerprint = fp.pack(problem.collective, dtype_name, op_name, problem.root, problem.payload_elements())
         description = f"{problem.collective} on group {self.group_name!r}"
         if self.seat.fits(problem, itemsize, algorithm):
-            on_board = board_run.plan(problem, self.rank, itemsize, algorithm, dtype_name, op_name, fingerprint)
+            on_board = board_run.plan(problem, self.rank, itemsize, algorithm, dtype_name, op_name, fingerprint,
+                                      self.runtime.transport.crowded)
             compiled = on_board.native is not None and self.runtime.trace is None
             plan = _Plan(fingerprint, algorithm, description, on_board, None, compiled)
         else:

@@ -177,12 +177,13 @@ def scatter_root_post_staged(count: int) -> bool | None:
     return board._references[0][board._turns.current][1] == 0
 
 
-def gather_pushed(count: int, root: int, source: str) -> tuple[bool, list[bool]] | None:
+def gathered_how(count: int, root: int, source: str) -> tuple | None:
     """After gathers to `root` of `count` int64s from each rank into blocks of one array (results checked;
     `source`, the root's input: "apart" from them, "own", its own block, or "other", the next member's block,
-    which that member writes into): whether the root posted its output, and, as the root finds them, whether each
-    member's post is in its slot; None on the other ranks and without a board."""
-    from meshcomm.api.state import resolve_group
+    which that member may write into): whether the host is crowded and the root posted its output, and, as the
+    root finds them, where each member's post is: "slot", "staged" or "memory" (by reference, where it is);
+    None on the other ranks and without a board."""
+    from meshcomm.api.state import resolve_group, runtime
 
     rank, n = dist.get_rank(), dist.get_world_size()
     for _ in range(2):  # the second on slots the first left
@@ -199,21 +200,28 @@ def gather_pushed(count: int, root: int, source: str) -> tuple[bool, list[bool]]
     if board is None or rank != root:
         return None
     slot = board._turns.current
-    return bool(board._references[root][slot][3]), [board._references[m][slot][0] == 0 for m in range(n) if m != root]
+    references = [board._references[m][slot] for m in range(n) if m != root]
+    return (runtime().transport.crowded, bool(board._references[root][slot][3]),
+            ["slot" if not r[0] else "staged" if not r[1] else "memory" for r in references])
 
 
 @pytest.mark.parametrize("source", ["apart", "own", "other"])
-def test_a_gathers_members_write_blocks_above_a_slot_into_the_roots_output(cluster, source) -> None:
-    root = cluster.size - 1
-    results = cluster.run(gather_pushed, LARGE_COUNT, root, source, timeout=120)
-    if cluster.size == 1:
-        assert results == [None]
-        return
-    assert results[root] == (True, [True] * (cluster.size - 1)), results
-    assert results[:root] == [None] * root
-    # a block that fits in its slot is read there by the root, which posts no output
-    results = cluster.run(gather_pushed, LARGE_COUNT - 1, root, source, timeout=120)
-    assert results[root] == (False, [True] * (cluster.size - 1)), results
+def test_a_gathers_blocks_above_a_slot_are_written_into_the_roots_output_or_staged_where_crowded(cluster,
+                                                                                               source) -> None:
+    root, others = cluster.size - 1, cluster.size - 1
+    for count in (LARGE_COUNT, STAGED_COUNT, LARGE_COUNT - 1):
+        results = cluster.run(gathered_how, count, root, source, timeout=120)
+        if cluster.size == 1:
+            assert results == [None]
+            return
+        assert results[:root] == [None] * root, results
+        crowded, pushed, posts = results[root]
+        if count == LARGE_COUNT - 1:  # a block that fits in its slot is read there
+            assert (pushed, posts) == (False, ["slot"] * others)
+        elif count == LARGE_COUNT and crowded:  # up to 4 crowded ranks stage blocks up to STAGE_FROM_BYTES
+            assert (pushed, posts) == (False, ["staged"] * others)
+        else:  # the members write into the root's output, posting nothing but the call
+            assert (pushed, posts) == (True, ["slot"] * others)
 
 
 def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_read_where_they_are(cluster) -> None:

@@ -25,11 +25,13 @@ def test_crowded_waits_sleep_only_in_calls_by_reference_larger_than_the_yielding
     assert long_copies("all_reduce", (float64s + 1,), "two_shot")
 
 
-def test_a_gathers_members_write_into_the_roots_output_once_a_block_leaves_its_slot() -> None:
+def test_a_gathers_members_write_into_the_roots_output_once_a_block_leaves_its_slot_unless_it_is_staged() -> None:
     in_slot, beyond = run.SLOT_BYTES // 8, run.SLOT_BYTES // 8 + 1  # float64s
+    past_staging_from = run.STAGE_FROM_BYTES // 8 + 1
 
-    def planned(counts: tuple, me: int) -> run.Plan:
-        return run.plan(problem_of("gather", 4, counts, root=2), me, 8, fingerprint=b"f" * 16)
+    def planned(counts: tuple, me: int, crowded: bool = False) -> run.Plan:
+        return run.plan(problem_of("gather", len(counts), counts, root=2), me, 8, fingerprint=b"f" * 16,
+                        crowded=crowded)
 
     assert not any(planned((in_slot,) * 4, me).pushes for me in range(4))
     # one block past its slot is enough, and every rank decides alike
@@ -39,17 +41,23 @@ def test_a_gathers_members_write_into_the_roots_output_once_a_block_leaves_its_s
         assert plan.pushes and plan.native is None  # the Python path runs it
         # the root waits for the members' posts and then their writes; a member waits only for the root
         assert plan.read == plan.readers == ((0, 1, 3) if me == 2 else (2,))
+    # a crowded host's 4 ranks stage blocks up to STAGE_FROM_BYTES instead, and push larger ones; 8 ranks push
+    assert not any(planned(uneven, me, crowded=True).pushes for me in range(4))
+    assert planned((1, past_staging_from, 1, 1), 0, crowded=True).pushes
+    assert planned((beyond,) * 8, 5, crowded=True).pushes
     # other collectives read where their posts are
     assert not run.plan(problem_of("all_gather", 4, (beyond,) * 4), 1, 8).pushes
 
 
-def test_only_a_scatters_root_never_stages_its_post() -> None:
+def test_a_gathers_posts_are_staged_from_a_slots_size_only_on_a_crowded_host() -> None:
     block = run.SLOT_BYTES // 8 + 1  # float64s: the post leaves the slot
 
-    def stage_from(collective: str, counts: tuple, me: int) -> int | None:
-        return run.plan(problem_of(collective, 4, counts), me, 8).stage_from
+    def stage_from(collective: str, counts: tuple, me: int, crowded: bool) -> int | None:
+        return run.plan(problem_of(collective, 4, counts), me, 8, crowded=crowded).stage_from
 
-    assert stage_from("all_gather", (block,) * 4, 1) == run.STAGE_FROM_BYTES
-    # a scatter's root reads nothing and keeps a block of its own: each reader reads only its part
-    assert stage_from("scatter", (block,) * 4, 0) is None
-    assert stage_from("scatter", (block,) * 4, 1) == run.STAGE_FROM_BYTES
+    assert stage_from("gather", (block,) * 4, 1, crowded=True) == run.SLOT_BYTES
+    assert stage_from("gather", (block,) * 4, 1, crowded=False) == run.STAGE_FROM_BYTES
+    assert stage_from("all_gather", (block,) * 4, 1, crowded=True) == run.STAGE_FROM_BYTES
+    # a scatter's root reads nothing and keeps a block of its own: it never stages, crowded or not
+    assert stage_from("scatter", (block,) * 4, 0, crowded=True) is None
+    assert stage_from("scatter", (block,) * 4, 1, crowded=True) == run.STAGE_FROM_BYTES
