@@ -1416,22 +1416,13 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", "meshcomm's 
                                     module_methods};
 
 PyMODINIT_FUNC PyInit__core(void) {
-    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&BoardType) < 0 || PyType_Ready(&TurnsType) < 0 ||
-        PyType_Ready(&LaneType) < 0)
-        return NULL;
     if (!(ABORTED = PyUnicode_InternFromString("aborted")) || !(RUN_NAME = PyUnicode_InternFromString("run")))
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    Py_INCREF(&PlanType);
-    Py_INCREF(&BoardType);
-    Py_INCREF(&TurnsType);
-    Py_INCREF(&LaneType);
-    if (PyModule_AddObject(m, "Plan", (PyObject *)&PlanType) < 0 ||
-        PyModule_AddObject(m, "Board", (PyObject *)&BoardType) < 0 ||
-        PyModule_AddObject(m, "Turns", (PyObject *)&TurnsType) < 0 ||
-        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 || add_ring_types(m) < 0 || add_records_type(m) < 0 ||
-        add_group_call_types(m) < 0 || add_front_type(m) < 0) {
+    if (add_type(m, "Plan", &PlanType) < 0 || add_type(m, "Board", &BoardType) < 0 ||
+        add_type(m, "Turns", &TurnsType) < 0 || add_type(m, "Lane", &LaneType) < 0 || add_ring_types(m) < 0 ||
+        add_records_type(m) < 0 || add_group_call_types(m) < 0 || add_front_type(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

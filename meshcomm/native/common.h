@@ -12,6 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Ready `type` and add it to `module` as `name`: 0, or -1 with an error set. */
+static inline int add_type(PyObject *module, const char *name, PyTypeObject *type) {
+    if (PyType_Ready(type) < 0) return -1;
+    return PyModule_AddObjectRef(module, name, (PyObject *)type);
+}
+
 static inline double monotonic(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

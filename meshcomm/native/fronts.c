@@ -390,11 +390,5 @@ int add_front_type(PyObject *module) {
     PyObject **interned[] = {&DTYPE_NAME, &SHAPE_NAME, &RUNTIME_NAME, &WORLD_NAME, &LANES_NAME};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
-    if (PyType_Ready(&FrontType) < 0) return -1;
-    Py_INCREF(&FrontType);
-    if (PyModule_AddObject(module, "Front", (PyObject *)&FrontType) < 0) {
-        Py_DECREF(&FrontType);
-        return -1;
-    }
-    return 0;
+    return add_type(module, "Front", &FrontType);
 }

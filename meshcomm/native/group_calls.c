@@ -284,11 +284,6 @@ int add_group_call_types(PyObject *module) {
                              &IS_CPU,   &LAYOUT,  &IS_NEG, &IS_CONTIGUOUS, &NBYTES, &DATA_PTR};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*interned[i] = PyUnicode_InternFromString(names[i]))) return -1;
-    if (PyType_Ready(&TensorBytesType) < 0 || PyType_Ready(&BlockingAllreduceType) < 0) return -1;
-    Py_INCREF(&BlockingAllreduceType);
-    if (PyModule_AddObject(module, "BlockingAllreduce", (PyObject *)&BlockingAllreduceType) < 0) {
-        Py_DECREF(&BlockingAllreduceType);
-        return -1;
-    }
-    return 0;
+    if (PyType_Ready(&TensorBytesType) < 0) return -1;
+    return add_type(module, "BlockingAllreduce", &BlockingAllreduceType);
 }

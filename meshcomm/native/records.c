@@ -9,6 +9,8 @@
 
 #include <time.h>
 
+#include "common.h"
+
 typedef struct {
     uint64_t number; /* 1 + the records written before it; 0: an empty place */
     long long seq;   /* < 0: none (a send or receive) */
@@ -267,12 +269,4 @@ static PyTypeObject RecordsType = {
     .tp_new = PyType_GenericNew,
 };
 
-int add_records_type(PyObject *module) {
-    if (PyType_Ready(&RecordsType) < 0) return -1;
-    Py_INCREF(&RecordsType);
-    if (PyModule_AddObject(module, "Records", (PyObject *)&RecordsType) < 0) {
-        Py_DECREF(&RecordsType);
-        return -1;
-    }
-    return 0;
-}
+int add_records_type(PyObject *module) { return add_type(module, "Records", &RecordsType); }

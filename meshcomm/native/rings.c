@@ -313,11 +313,5 @@ int add_ring_types(PyObject *module) {
                  {&TARGET, "target"},   {&HEADER_GOT, "header_got"}, {&LOCKED, "locked"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].name = PyUnicode_InternFromString(names[i].text))) return -1;
-    if (PyType_Ready(&MessageLaneType) < 0) return -1;
-    Py_INCREF(&MessageLaneType);
-    if (PyModule_AddObject(module, "MessageLane", (PyObject *)&MessageLaneType) < 0) {
-        Py_DECREF(&MessageLaneType);
-        return -1;
-    }
-    return 0;
+    return add_type(module, "MessageLane", &MessageLaneType);
 }
