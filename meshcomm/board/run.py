@@ -83,6 +83,8 @@ _OWN_BLOCK_FIRST = frozenset({"all_to_all", "gather"})
 # The most ranks among which a crowded host's gather stages its blocks of up to STAGE_FROM_BYTES rather than pushing
 # them: among 8, each staged block waits for its member's turn on a core (benchmarks/results/pushed-gathers-2026-11-28.md).
 _STAGED_GATHER_RANKS = 4
+# The longest a failed pushed gather's root waits for the members already writing into its output.
+_WRITERS_GRACE_SECONDS = 2.0
 
 
 def published_count(problem: Problem, rank: int) -> int:
@@ -350,42 +352,70 @@ def _run_pushed(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, 
     """A gather whose members write their blocks into the root's output (Plan.pushes): the root posts its output
     and copies its own block while they write, then waits until every member has finished writing; a member
     waits only for the root's post. The copies run on every core at once, not all on the root's."""
-    problem, me, root = plan.problem, plan.me, plan.problem.root
     deadline = time.monotonic() + timeout
     board.yielding = not plan.long_copies
-    lo = problem.offsets()[me]
-    mine = buffers["input"]
     try:
-        if me == root:
-            output = buffers["output"]
-            own = output[lo : lo + mine.size]
-            # An input that is its own block is in place already; one over another member's block is copied
-            # before that member may write there; any other, while the members write.
-            in_place = np.may_share_memory(own, mine)
-            early = not in_place and np.may_share_memory(output, mine)
-            if early:
-                own[...] = mine
-            view = byte_view(output)
-            board.post(me, seq, fingerprint, view, spin, deadline, between, True, view)
+        if plan.me == plan.problem.root:
+            _gather_pushed(board, plan, seq, fingerprint, buffers, spin, deadline, between, group_name)
         else:
-            board.post(me, seq, fingerprint, _NOTHING, spin, deadline, between)
-        board.wait(me, seq, plan.read, spin, deadline, between)
-        member = board.agree(plan.read, seq, fingerprint, me != root)
-        if member is not None:
-            raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
-        if me == root:
-            if not (in_place or early):
-                own[...] = mine
-            board.wait_finished(me, seq, plan.readers, spin, deadline, between)
-        else:
-            posts = _Posts(board, seq, mine.dtype, me, None, None,
-                           lambda member, exc: _poster_lost(member, exc, deadline, between))
-            posts.write(root, lo, mine)
-            board.finish(me, seq)
+            _push_block(board, plan, seq, fingerprint, buffers["input"], spin, deadline, between, group_name)
     except TimeoutError as exc:
         raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
     except CollectiveMismatchError as exc:
         raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+
+
+def _gather_pushed(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, spin: float, deadline: float,
+                   between, group_name: str) -> None:
+    """The root's part of a pushed gather (_run_pushed)."""
+    me, output, mine = plan.me, buffers["output"], buffers["input"]
+    lo = plan.problem.offsets()[me]
+    own = output[lo : lo + mine.size]
+    # An input that is exactly its own block is in place; one over any other part of the output is copied before
+    # the members may write there (numpy copies overlapping arrays correctly); any other, while they write.
+    in_place = own.__array_interface__ == mine.__array_interface__
+    early = not in_place and np.may_share_memory(output, mine)
+    if early:
+        own[...] = mine
+    view = byte_view(output)
+    board.post(me, seq, fingerprint, view, spin, deadline, between, True, view)
+    try:
+        board.wait(me, seq, plan.read, spin, deadline, between)
+        member = board.agree(plan.read, seq, fingerprint, False)
+        if member is not None:
+            raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+        if not (in_place or early):
+            own[...] = mine
+        board.wait_finished(me, seq, plan.readers, spin, deadline, between)
+    except BaseException:
+        _let_writers_finish(board, plan, seq, fingerprint, spin)
+        raise
+
+
+def _let_writers_finish(board, plan: Plan, seq: int, fingerprint: bytes, spin: float) -> None:
+    """After a pushed gather failed at its root, before its caller takes the output back: take the output's post
+    back, so that a member not yet agreed writes nothing, and wait a bounded time for the members that posted the
+    call alike, which may be writing into it (docs/failures.md)."""
+    board.withdraw_output(plan.me, seq)
+    writers = [m for m in plan.readers if board.posted(m, seq) and board.agree((m,), seq, fingerprint) is None]
+    try:
+        board.wait_finished(plan.me, seq, writers, spin, time.monotonic() + _WRITERS_GRACE_SECONDS, lambda _: None)
+    except TimeoutError:
+        pass  # a member lost meanwhile writes no more
+
+
+def _push_block(board, plan: Plan, seq: int, fingerprint: bytes, mine: np.ndarray, spin: float, deadline: float,
+                between, group_name: str) -> None:
+    """A member's part of a pushed gather (_run_pushed): its block written into the root's output."""
+    me, root = plan.me, plan.problem.root
+    board.post(me, seq, fingerprint, _NOTHING, spin, deadline, between)
+    board.wait(me, seq, plan.read, spin, deadline, between)
+    if board.agree(plan.read, seq, fingerprint, True) is not None:
+        raise _mismatch(group_name, seq, fingerprint, root, board.fingerprint(root, seq), "")
+    posts = _Posts(board, seq, mine.dtype, me, None, None,
+                   lambda member, exc: _poster_lost(member, exc, deadline, between))
+    posts.write(root, plan.problem.offsets()[me], mine)
+    board.finish(me, seq)
 
 
 def _timed_out(fingerprint: bytes, seq: int, group_name: str, timeout: float, exc: TimeoutError) -> CommTimeoutError:

@@ -311,6 +311,11 @@ class Board:
         reference = self._references[member][self._found(member, seq)]
         cma.write(reference[0], reference[2] + start, source)
 
+    def withdraw_output(self, me: int, seq: int) -> None:
+        """Take back the output this member posted with call `seq`: a member agreeing on the call after this finds
+        it gone (agree) and writes nothing into it."""
+        self._references[me][self._found(me, seq)][3] = 0
+
     def finish(self, me: int, seq: int) -> None:
         """This member is done with call `seq`'s posts by reference (read them, or written into their outputs):
         their posters may return."""

@@ -60,8 +60,8 @@ class Monitor:
         self.store = store
         self.store_lost = False
         self.after = max(config.get_float("MESHCOMM_PROGRESS_AFTER"), 0.0)
-        self._published: dict[str, tuple] = {}  # group name -> (entry identity, state) last written
-        self._seen: dict[str, tuple] = {}  # group name -> (entry identity, state, monotonic time first seen)
+        self._published: dict[str, tuple] = {}  # group name -> (latest seq, state) last written
+        self._seen: dict[str, tuple] = {}  # group name -> (latest seq, state, monotonic time first seen)
         self._dumps_seen = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="meshcomm-monitor", daemon=True)
@@ -157,7 +157,10 @@ class Monitor:
         collective, from the store."""
         me = self.runtime.rank
         recorder = self.runtime.recorder
-        entry = recorder.row(record) or recorder.latest(group.group_name)
+        entry = recorder.row(record)
+        if entry is None:  # pushed out of the ring: its group's latest is this call, unless a newer one started
+            latest = recorder.latest(group.group_name)
+            entry = latest if latest is not None and latest[fr.SEQ] == seq else None
         reports: dict[int, str] = {}
 
         def ask() -> None:

@@ -50,16 +50,16 @@ static void clear_record(Record *r) {
     r->number = 0;
 }
 
-/* Replace what `r` holds by what `from` names, taking references only where they differ: a lane's records name the
- * same group, call and peers each time. */
+/* Replace what `r` holds by what `from` names, taking references only where they differ (a lane's records name the
+ * same group, call and peers each time). The old references go last, once `r` is whole: dropping one may run code. */
 static void hold(Record *r, const Record *from) {
     PyObject **mine[5] = {&r->group, &r->what, &r->algorithm, &r->peers, &r->error};
     PyObject *const theirs[5] = {from->group, from->what, from->algorithm, from->peers, from->error};
+    PyObject *old[5] = {NULL};
     for (int i = 0; i < 5; i++) {
-        PyObject *old = *mine[i];
-        if (old == theirs[i]) continue;
+        if (*mine[i] == theirs[i]) continue;
+        old[i] = *mine[i];
         *mine[i] = Py_XNewRef(theirs[i]);
-        Py_XDECREF(old);
     }
     r->number = from->number;
     r->seq = from->seq;
@@ -67,6 +67,7 @@ static void hold(Record *r, const Record *from) {
     r->ended = from->ended;
     r->state = from->state;
     r->cell = from->cell;
+    for (int i = 0; i < 5; i++) Py_XDECREF(old[i]);
 }
 
 /* Not tracked by the collector: what it holds (strings, bytes, tuples of ints, a dict of ints) makes no cycles. */
@@ -158,6 +159,7 @@ static void end_record(Record *r, double ended, PyObject *error) {
 
 void records_finish(PyObject *records, uint64_t number, PyObject *error) {
     RecordsObject *self = (RecordsObject *)records;
+    if (number == 0) return; /* no record has it: an empty place's */
     double ended = wall_seconds();
     Record *r = record_numbered(self, number);
     if (r) end_record(r, ended, error);
@@ -169,21 +171,26 @@ void records_finish(PyObject *records, uint64_t number, PyObject *error) {
         if (self->cells[i].number == number) end_record(&self->cells[i], ended, error);
 }
 
-/* A record as the pure-Python ring keeps it: [group, seq, what, algorithm, peers, state, started, ended, error]. */
+/* A record as the pure-Python ring keeps it: [group, seq, what, algorithm, peers, state, started, ended, error].
+ * `r` is copied, with references of its own, before anything is allocated: an allocation may collect garbage and
+ * run a finalizer, which may let another thread write the ring (or move the cells) meanwhile. */
 static PyObject *listed(RecordsObject *self, const Record *r) {
-    PyObject *seq = r->seq < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(r->seq);
-    PyObject *started = PyFloat_FromDouble(r->started);
-    PyObject *ended = r->ended < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(r->ended);
+    const Record copy = *r;
+    PyObject *held[5] = {copy.group, copy.what, copy.algorithm, copy.peers, copy.error ? copy.error : Py_None};
+    for (int i = 0; i < 5; i++) Py_INCREF(held[i]);
+    PyObject *seq = copy.seq < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(copy.seq);
+    PyObject *started = PyFloat_FromDouble(copy.started);
+    PyObject *ended = copy.ended < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(copy.ended);
     PyObject *row = seq && started && ended ? PyList_New(9) : NULL;
     if (!row) {
         Py_XDECREF(seq);
         Py_XDECREF(started);
         Py_XDECREF(ended);
+        for (int i = 0; i < 5; i++) Py_DECREF(held[i]);
         return NULL;
     }
-    PyObject *items[9] = {Py_NewRef(r->group), seq, Py_NewRef(r->what), Py_NewRef(r->algorithm), Py_NewRef(r->peers),
-                          Py_NewRef(PyTuple_GET_ITEM(self->states, r->state)), started, ended,
-                          Py_NewRef(r->error ? r->error : Py_None)};
+    PyObject *items[9] = {held[0], seq, held[1], held[2], held[3],
+                          Py_NewRef(PyTuple_GET_ITEM(self->states, copy.state)), started, ended, held[4]};
     for (int i = 0; i < 9; i++) PyList_SET_ITEM(row, i, items[i]);
     return row;
 }
@@ -225,7 +232,9 @@ static PyObject *records_rows(RecordsObject *self, PyObject *unused) {
     PyObject *rows = PyList_New(0);
     uint64_t first = self->written > (uint64_t)self->capacity ? self->written - (uint64_t)self->capacity + 1 : 1;
     for (uint64_t number = first; rows && number <= self->written; number++) {
-        PyObject *row = listed(self, record_numbered(self, number));
+        Record *r = record_numbered(self, number);
+        if (!r) continue; /* written over while an earlier row was made (listed) */
+        PyObject *row = listed(self, r);
         if (!row || PyList_Append(rows, row) < 0) Py_CLEAR(rows);
         Py_XDECREF(row);
     }
@@ -245,7 +254,9 @@ static PyObject *records_latest(RecordsObject *self, PyObject *group) {
     PyObject *found = PyDict_GetItemWithError(self->cell_of, group);
     if (!found) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     Py_ssize_t cell = PyLong_AsSsize_t(found);
-    return cell < 0 ? NULL : listed(self, &self->cells[cell]);
+    if (cell < 0) return NULL;
+    /* a lane makes its group's cell before the group's first record */
+    return self->cells[cell].number ? listed(self, &self->cells[cell]) : Py_NewRef(Py_None);
 }
 
 static PyMethodDef records_methods[] = {

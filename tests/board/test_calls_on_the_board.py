@@ -179,8 +179,9 @@ def scatter_root_post_staged(count: int) -> bool | None:
 
 def gathered_how(count: int, root: int, source: str) -> tuple | None:
     """After gathers to `root` of `count` int64s from each rank into blocks of one array (results checked;
-    `source`, the root's input: "apart" from them, "own", its own block, or "other", the next member's block,
-    which that member may write into): whether the host is crowded and the root posted its output, and, as the
+    `source`, the root's input: "apart" from them, "own", its own block, "other", the next member's block, which
+    that member may write into, or "straddle", half of its own block and half of the one before): whether the host
+    is crowded and the root posted its output, and, as the
     root finds them, where each member's post is: "slot", "staged" or "memory" (by reference, where it is);
     None on the other ranks and without a board."""
     from meshcomm.api.state import resolve_group, runtime
@@ -190,8 +191,11 @@ def gathered_how(count: int, root: int, source: str) -> tuple | None:
         whole = np.full(n * count, -1, np.int64)
         blocks = [whole[q * count : (q + 1) * count] for q in range(n)]
         mine = values(rank, count)
-        if rank == root and source != "apart":
-            mine = blocks[root if source == "own" else (root + 1) % n]
+        if rank == root and source == "straddle" and root > 0:
+            mine = whole[root * count - count // 2 : (root + 1) * count - count // 2]
+            mine[...] = values(rank, count)
+        elif rank == root and source != "apart":
+            mine = blocks[(root + 1) % n if source == "other" else root]
             mine[...] = values(rank, count)
         dist.gather(mine, blocks if rank == root else None, dst=root, algorithm="direct")
         assert rank != root or all(np.array_equal(blocks[q], values(q, count)) for q in range(n)), source
@@ -205,7 +209,7 @@ def gathered_how(count: int, root: int, source: str) -> tuple | None:
             ["slot" if not r[0] else "staged" if not r[1] else "memory" for r in references])
 
 
-@pytest.mark.parametrize("source", ["apart", "own", "other"])
+@pytest.mark.parametrize("source", ["apart", "own", "other", "straddle"])
 def test_a_gathers_blocks_above_a_slot_are_written_into_the_roots_output_or_staged_where_crowded(cluster,
                                                                                                source) -> None:
     root, others = cluster.size - 1, cluster.size - 1

@@ -150,8 +150,9 @@ BOARD = {"MESHCOMM_ALGO": "direct", "FAULT_COUNT": "64"}
 
 # two_shot posts by reference at every size, and its ranks write into each other's outputs.
 TWO_SHOT = {"MESHCOMM_ALGO": "all_reduce:two_shot"}
-# A gather's blocks of 1 MiB (the default count) leave their slots: the members write into the root's output.
-PUSHED = {"MESHCOMM_ALGO": "gather:direct"}
+# A gather's blocks of more than 1 MiB leave their slots, and are not staged even where ranks outnumber cores: the
+# members write into the root's output.
+PUSHED = {"MESHCOMM_ALGO": "gather:direct", "FAULT_COUNT": str((1 << 18) + 16)}
 
 
 @pytest.mark.timeout(100)
