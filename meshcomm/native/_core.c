@@ -635,11 +635,17 @@ static PyObject *member_list(int *missing, int count) {
     return list;
 }
 
-/* between(missing, seq), the call's number made a Python int only now: waits seldom get this far. */
-static PyObject *between_at(PyObject *between, PyObject *missing, uint64_t seq) {
-    PyObject *number = PyLong_FromUnsignedLongLong(seq);
-    PyObject *outcome = number ? PyObject_CallFunctionObjArgs(between, missing, number, NULL) : NULL;
+/* between([the `count` members of `missing`]), with the call's number after them when `call_seq` is not NULL (a
+ * lane's call), made a Python int only now: waits seldom get this far. Its answer, or NULL with an error set. */
+static PyObject *ask_between(PyObject *between, int *missing, int count, const uint64_t *call_seq) {
+    PyObject *list = member_list(missing, count);
+    if (!list) return NULL;
+    PyObject *number = call_seq ? PyLong_FromUnsignedLongLong(*call_seq) : NULL;
+    PyObject *outcome = !call_seq ? PyObject_CallOneArg(between, list)
+                        : number  ? PyObject_CallFunctionObjArgs(between, list, number, NULL)
+                                  : NULL;
     Py_XDECREF(number);
+    Py_DECREF(list);
     return outcome;
 }
 
@@ -679,11 +685,7 @@ static int wait_for(BoardObject *b, int me, const int *members, int nmembers, in
             goto done;
         }
         /* Only members still missing matter: one that posted and then left is no reason to fail this call. */
-        PyObject *list = member_list(missing, count);
-        PyObject *outcome = !list ? NULL
-                            : call_seq ? between_at(between, list, *call_seq)
-                                       : PyObject_CallOneArg(between, list);
-        Py_XDECREF(list);
+        PyObject *outcome = ask_between(between, missing, count, call_seq);
         if (!outcome) {
             /* A post is visible before its member is seen gone: a second look tells one that left after
              * posting from one that never posted. */
@@ -786,11 +788,7 @@ static const char *posted_at(BoardObject *b, PlanObject *p, int member, int slot
  * the deadline, between([member]) raises what the transport says of it (board/run.py's _poster_lost). */
 static void poster_lost(int member, int code, double deadline, PyObject *between, const uint64_t *call_seq) {
     while (monotonic() < deadline) {
-        PyObject *list = member_list(&member, 1);
-        PyObject *outcome = !list ? NULL
-                            : call_seq ? between_at(between, list, *call_seq)
-                                       : PyObject_CallOneArg(between, list);
-        Py_XDECREF(list);
+        PyObject *outcome = ask_between(between, &member, 1, call_seq);
         if (!outcome) return;
         Py_DECREF(outcome);
         struct timespec pause = {0, 1000000};
@@ -1339,9 +1337,10 @@ static PyObject *lane_run(LaneObject *self, PyObject *const *args, Py_ssize_t na
     uint64_t number = self->turns->next++;
     uint64_t record = records_start(self->records, self->cell, self->group_name, (long long)number, self->fingerprint,
                                     self->algorithm, self->peers, wall_seconds());
-    PyObject *outcome = NULL, *answer = NULL, *posted = NULL, *seq = NULL, *handle = NULL;
     double deadline = deadline_after(self->timeout);
-    outcome = run_held(self->board, self->plan, number, input, output, self->spin, deadline, self->check, &number);
+    PyObject *outcome = run_held(self->board, self->plan, number, input, output, self->spin, deadline, self->check,
+                                 &number);
+    PyObject *answer = NULL, *posted = NULL, *seq = NULL, *handle = NULL;
     if (outcome == Py_None && self->listed == 2) copy_out_blocks(&blocks);
     for (int side = 0; side < 2; side++)
         if (taken[side]) PyBuffer_Release(&sides[side]);
