@@ -8,11 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from meshcomm import native
 from tests.board.test_native import on_both_paths
+from tests.marks import needs_compiled
 
-needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or "
-                                                                "MESHCOMM_NATIVE=0)")
 REPEATS = 3  # the first call of a shape makes its lane; the others run on it
 FRONTED = ("all_gather", "all_gather_into_tensor", "all_reduce", "all_to_all_single", "broadcast", "gather", "reduce",
            "reduce_scatter", "reduce_scatter_tensor", "scatter")

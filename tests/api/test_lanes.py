@@ -11,10 +11,9 @@ import pytest
 from meshcomm import native
 from tests.api.test_message_lanes import _Counted
 from tests.board.test_native import _FLOATS, _INTS, _pairs, _values, on_both_paths
+from tests.marks import needs_compiled
 from tests.ranks import Cluster
 
-needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or "
-                                                                "MESHCOMM_NATIVE=0)")
 REPEATS = 3  # the first call of a shape makes its lane; the others run on it
 
 

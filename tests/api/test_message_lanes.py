@@ -9,12 +9,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from meshcomm import native
 from tests.board.test_native import _FLOATS, _INTS, _values, on_both_paths
+from tests.marks import needs_compiled
 from tests.ranks import Cluster
 
-needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or "
-                                                                "MESHCOMM_NATIVE=0)")
 REPEATS = 3  # the first call of a shape makes its lane; the others run on it
 
 

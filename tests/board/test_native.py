@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from meshcomm import native
+from tests.marks import needs_compiled
 from tests.ranks import Cluster
 
-needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or MESHCOMM_NATIVE=0)")
 
 
 def _compiler() -> str | None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from meshcomm import native
 from meshcomm.trace import doctor
 from tests.faults.harness import run_scenario
+from tests.marks import needs_compiled
 from tests.ranks import run_program
 
 EARLY_EXIT = Path(__file__).with_name("early_exit_program.py")
@@ -165,7 +165,7 @@ def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victi
 
 
 @pytest.mark.timeout(100)
-@pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or MESHCOMM_NATIVE=0)")
+@needs_compiled
 @pytest.mark.parametrize("collective, victim", [("all_reduce", 1), ("broadcast", 0), ("all_to_all", 2)])
 def test_a_sigkill_during_a_compiled_board_wait_is_named_in_time(tmp_path, collective, victim) -> None:
     run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=BOARD)

@@ -8,11 +8,10 @@ from meshcomm import native
 from meshcomm.executor import fingerprint as fp
 from meshcomm.trace.flight_recorder import DONE_STATE, FAILED_STATE, STARTED_STATE, STARTED, ENDED
 from meshcomm.trace.records import Records
+from tests.marks import needs_compiled
 
 STATES = (STARTED_STATE, DONE_STATE, FAILED_STATE)
 ALL_REDUCE = fp.pack("all_reduce", "float32", "sum", 0, 1024)
-needs_compiled = pytest.mark.skipif(native.core is None, reason="the compiled path is not active (not built, or "
-                                    "MESHCOMM_NATIVE=0)")
 
 
 def untimed(row: list | None) -> list | None:
