@@ -60,13 +60,19 @@ def slot_post_bytes(collective: str) -> int:
     return SLOT_BYTES if collective == "gather" else SLOT_POST_BYTES
 
 
-# Bytes of each member's staging area on the board: a post by reference of its plan's stage_from to this size (the
-# two-shot all-reduce's aside) is copied there and out again by its readers. That beats process_vm_readv while
-# the area and the buffers stay in the cache; smaller, the copy in costs more than it saves. A gather on a host
-# with more ranks than cores that does not push (pushes_gather) stages from its slot's size: its members copy in
-# at once while the root copies out (docs/board.md).
-STAGE_BYTES = 2 << 20
+# A post by reference of its plan's stage_from to STAGE_TO_BYTES is copied into its poster's staging area on the
+# board and out again by its readers. That beats process_vm_readv while the area and the buffers stay in the cache;
+# smaller, the copy in costs more than it saves. A gather on a host with more ranks than cores that does not push
+# (pushes_gather) stages from its slot's size: its members copy in at once while the root copies out
+# (docs/board.md).
 STAGE_FROM_BYTES = 1 << 20
+STAGE_TO_BYTES = 2 << 20
+# A two-shot all-reduce of STAGED_TWO_SHOT_FROM to STAGE_BYTES among up to _STAGED_TWO_SHOT_RANKS ranks goes through
+# the staging areas whole (stages_two_shot), hence their size: 4 MiB per member, in tmpfs pages touched only when
+# used. From 512 KiB it tied on 2 ranks; above 4 MiB, and among 8 ranks on 2 cores, it lost (docs/board.md).
+STAGE_BYTES = 4 << 20
+STAGED_TWO_SHOT_FROM = 768 << 10
+_STAGED_TWO_SHOT_RANKS = 4
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
 # its readers' copy does not go to sleep just before they finish (benchmarks/results/design-figures-2026-11-25.md).
 _READ_RATE = 4e9
@@ -175,6 +181,7 @@ class Plan(NamedTuple):
     stage_from: int | None  # its smallest post by reference that is staged, or None (staged_from)
     native: object  # the compiled path's plan (native_plan), or None: the call runs in Python
     pushes: bool = False  # a gather whose members write their blocks into the root's output (pushes_gather)
+    stages_two_shot: bool = False  # a two-shot all-reduce through the staging areas (stages_two_shot)
 
 
 def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dtype: str = "", op: str = "none",
@@ -192,13 +199,17 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     largest = max(problem.input_count(me), problem.output_count(me)) * itemsize
     long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES
     read = read_from(problem, me)
+    post_bytes = (problem.input_count(me) if own_blocks is not None else count) * itemsize
     made = Plan(problem, me, count, read, readers_of(problem, me), compute, algorithm, own_blocks, by_reference,
-                some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded), None)
+                some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded, post_bytes),
+                None)
     if algorithm == "direct" and pushes_gather(problem, itemsize, crowded):
         # The root waits for every member's post and then for their writes; each member for the root's post.
         members = tuple(m for m in range(problem.nranks) if m != problem.root)
         read = members if me == problem.root else (problem.root,)
         made = made._replace(read=read, readers=read, pushes=True)
+    if algorithm == "two_shot" and stages_two_shot(problem, itemsize):
+        made = made._replace(stages_two_shot=True)
     return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
 
 
@@ -212,6 +223,14 @@ def pushes_gather(problem: Problem, itemsize: int, crowded: bool) -> bool:
         return False
     staged = largest_post(problem) * itemsize <= STAGE_FROM_BYTES and problem.nranks <= _STAGED_GATHER_RANKS
     return not (crowded and staged)
+
+
+def stages_two_shot(problem: Problem, itemsize: int) -> bool:
+    """Whether a two-shot all-reduce goes through the members' staging areas: each copies its input there (less
+    its own block), reduces its block from the others' areas into its own, and copies the others' results out of
+    theirs, all at memory speed; where process_vm_readv and writev would copy 3-4 times slower (docs/board.md)."""
+    return (problem.nranks <= _STAGED_TWO_SHOT_RANKS
+            and STAGED_TWO_SHOT_FROM <= problem.count * itemsize <= STAGE_BYTES)
 
 
 # The compiled path's codes (native/_core.c): the reductions it runs, and the element types it reduces.
@@ -232,13 +251,15 @@ YIELDING_COPY_BYTES = 4 << 20
 
 def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
     """The compiled path's plan for a call, or None: it runs in Python (a direct reduction with posts by reference,
-    a two-shot all-reduce above COMPILED_TWO_SHOT_BYTES, complex numbers and float8 reduced, or no extension
-    built)."""
+    a pushed gather, a two-shot all-reduce through the staging areas or above COMPILED_TWO_SHOT_BYTES, complex
+    numbers and float8 reduced, or no extension built)."""
     problem, me = made.problem, made.me
     c = problem.collective
     reducing = c in _REDUCING
     writes = made.algorithm == "two_shot"
-    if native.core is None or made.pushes or (made.some_by_reference and reducing and not writes):
+    if native.core is None or made.pushes or made.stages_two_shot:
+        return None
+    if made.some_by_reference and reducing and not writes:
         return None
     if writes and made.count * itemsize > COMPILED_TWO_SHOT_BYTES:
         return None
@@ -293,6 +314,10 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     if plan.pushes:
         _run_pushed(board, plan, seq, fingerprint, buffers, timeout, spin, between, group_name, peers)
         return
+    if plan.stages_two_shot:
+        _run_staged_two_shot(board, plan, seq, fingerprint, buffers, combine, timeout, spin, between, group_name,
+                             peers)
+        return
     me, count, read = plan.me, plan.count, plan.read
     deadline = time.monotonic() + timeout
     writes = plan.algorithm == "two_shot"
@@ -341,6 +366,50 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
             board.wait_finished(me, seq, plan.readers, spin + reading, deadline, between)
         if in_place:
             np.copyto(output, target)
+    except TimeoutError as exc:
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
+    except CollectiveMismatchError as exc:
+        raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+
+
+def _run_staged_two_shot(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine,
+                         timeout: float, spin: float, between, group_name: str, peers) -> None:
+    """A two-shot all-reduce through the staging areas (stages_two_shot). Each rank stages its input less its own
+    block; reduces that block a piece at a time, in rank order, from the members' areas into the place its own
+    block left in its area, and into its output; says so (post_result); copies every other member's block of
+    results out of that member's area; and returns once every member has copied its block out of its area. An
+    all_reduce runs in place: each piece of its own block is read before it is written, and the rest of its input
+    only to stage it, so nothing goes aside."""
+    me, n, count = plan.me, plan.problem.nranks, plan.problem.count
+    inputs, output = buffers["input"], buffers["output"]
+    bounds = block_bounds(count, n)
+    lo, hi = bounds[me], bounds[me + 1]
+    others = tuple(m for m in range(n) if m != me)
+    deadline = time.monotonic() + timeout
+    board.yielding = not plan.long_copies
+    try:
+        board.post(me, seq, fingerprint, byte_view(inputs), spin, deadline, between, True, None,
+                   (lo * inputs.itemsize, hi * inputs.itemsize), 0)
+        board.wait(me, seq, others, spin, deadline, between)
+        member = board.agree(others, seq, fingerprint)
+        if member is not None:
+            raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
+        areas = [inputs if m == me else board.staged(m, inputs.dtype, count) for m in range(n)]
+        results = board.staged(me, inputs.dtype, count)
+        step = max(1, _PIECE_BYTES // inputs.itemsize)
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
+            piece = results[start:stop]
+            piece[...] = areas[0][start:stop]
+            for m in range(1, n):
+                combine(piece, areas[m][start:stop])
+            output[start:stop] = piece
+        board.post_result(me, seq)
+        board.wait_results(me, seq, others, spin, deadline, between)
+        for m in others:
+            output[bounds[m] : bounds[m + 1]] = areas[m][bounds[m] : bounds[m + 1]]
+        board.finish(me, seq)
+        board.wait_finished(me, seq, others, spin, deadline, between)
     except TimeoutError as exc:
         raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
     except CollectiveMismatchError as exc:
@@ -446,15 +515,17 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
     return target
 
 
-def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool) -> int | None:
-    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None. On a host with
+def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool,
+                post_bytes: int) -> int | None:
+    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None: its post, of
+    `post_bytes`, is above STAGE_TO_BYTES, or it is a rank that never stages (below). On a host with
     more ranks than cores, a gather's members stage theirs from where they leave the slots, unless they push them
     (pushes_gather): they copy in at once while the root copies out. A rank that reads nothing and leaves a block
     of its own out (a scatter's root, unless its own block is empty) never stages: each reader reads only its
     part, and staging the whole would come before any of them could start, with nothing of this rank's to do
     meanwhile (docs/board.md)."""
     own = own_blocks[me] if own_blocks is not None else None
-    if not read and own is not None and own[0] != own[1]:
+    if post_bytes > STAGE_TO_BYTES or (not read and own is not None and own[0] != own[1]):
         return None
     return slot_post_bytes("gather") if crowded and problem.collective == "gather" else STAGE_FROM_BYTES
 

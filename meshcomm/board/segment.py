@@ -10,8 +10,9 @@ wake-ups of log2(n) or n - 1 messages.
 
 Layout: a control page with a cache line per member (its `bell`, the futex
 word it sleeps on, its `sleeping` flag, `latest`, the sequence number + 1
-of the last call it posted, and `finished`, that of the last call in which it
-read a post by reference), then per member `slots` slots, used in turn by
+of the last call it posted, `finished`, that of the last call in which it
+read a post by reference, and `results`, that of the last call whose results
+it put in its staging area), then per member `slots` slots, used in turn by
 its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
@@ -33,7 +34,10 @@ first and its address given as 0 (not a two-shot post, whose output the
 members write into): readers copy it out of the staging area with memcpy, which on the
 hosts measured beats process_vm_readv while the area stays in the cache
 (docs/board.md). The protocol is otherwise the same, so the area is free
-again once the poster returns. A post may also carry where the poster's
+again once the poster returns. A two-shot all-reduce may go through the
+staging areas whole instead (board/run.py's stages_two_shot): each member
+stages its input less its own block, puts its block's results where that
+block was left out, and raises `results`; the others copy them out. A post may also carry where the poster's
 output is, for calls whose members write their results straight into each
 other's outputs (the two-shot all-reduce); the poster then waits for its
 writers the same way.
@@ -100,6 +104,7 @@ class Board:
         self._control = [view[m * _LINE : m * _LINE + 8].cast("I") for m in range(nmembers)]
         self._latest = [view[m * _LINE + 8 : m * _LINE + 16].cast("Q") for m in range(nmembers)]
         self._finished = [view[m * _LINE + 16 : m * _LINE + 24].cast("Q") for m in range(nmembers)]
+        self._results = [view[m * _LINE + 24 : m * _LINE + 32].cast("Q") for m in range(nmembers)]
         self._anchors = [ctypes.c_uint32.from_buffer(self._map, m * _LINE) for m in range(nmembers)]
         self._bell_address = [ctypes.addressof(a) for a in self._anchors]
         self._heads: list[list[memoryview]] = []
@@ -198,9 +203,9 @@ class Board:
         caller keeps it unchanged until its readers have finished (wait_finished). Unless the members write into
         its output, a payload of `stage_from` to `stage_bytes` bytes (none when `stage_from` is None) is copied
         into this member's staging area instead, and the address published is 0. `output` (by reference only):
-        where the members may write this member's results (write_into), also until they finish. `left_out` (in
-        a slot only): bytes [start, stop) of `payload` that nobody reads, which the slot skips, holding the bytes
-        after them straight after the bytes before them.
+        where the members may write this member's results (write_into), also until they finish. `left_out`: bytes
+        [start, stop) of `payload` that nobody reads, which a slot skips, holding the bytes after them straight
+        after the bytes before them, and which staging skips, leaving their place in the area to its poster.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -221,7 +226,13 @@ class Board:
         nbytes = payload.nbytes
         if by_reference:
             if stage_from is not None and output is None and stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
-                self._stages[me][:nbytes] = payload
+                stage = self._stages[me]
+                if left_out is None:
+                    stage[:nbytes] = payload
+                else:  # the bytes nobody reads stay out, and the others keep their offsets
+                    start, stop = left_out
+                    stage[:start] = payload[:start]
+                    stage[stop:nbytes] = payload[stop:]
                 reference[1] = 0
             else:
                 reference[1] = cma.address_of(payload)
@@ -322,6 +333,29 @@ class Board:
         self._finished[me][0] = seq + 1
         self._wake_others(me)
 
+    def post_result(self, me: int, seq: int) -> None:
+        """This member's result of call `seq` is in its staging area (a staged two-shot all-reduce): its peers may
+        copy it out."""
+        self._results[me][0] = seq + 1
+        self._wake_others(me)
+
+    def wait_results(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
+        """Until each of `members` has posted its result of call `seq` (post_result); as `wait` otherwise."""
+        results = self._results
+        if not all(results[member][0] > seq for member in members):
+            self._wait(me, lambda member: results[member][0] > seq, spin, deadline, between, members,
+                       "put their results on the board")
+
+    def staged(self, member: int, dtype: np.dtype, count: int) -> np.ndarray:
+        """The member's staging area as `count` elements of `dtype`, for as long as the board is open."""
+        key = ("staged", member, count, dtype)
+        array = self._arrays.get(key)
+        if array is None:
+            if len(self._arrays) >= 256:
+                self._arrays.clear()
+            array = self._arrays[key] = np.frombuffer(self._stages[member][: count * dtype.itemsize], dtype=dtype)
+        return array
+
     def wait_finished(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
         """Until each of `members` is done with this member's post of call `seq` (see finish); as `wait` otherwise."""
         finished = self._finished
@@ -413,11 +447,11 @@ class Board:
         if self.native is not None:
             self.native.release()
         self._arrays.clear()  # they hold the data views, which cannot be released under them
-        views = [self._view, *self._control, *self._latest, *self._finished, *self._stages]
+        views = [self._view, *self._control, *self._latest, *self._finished, *self._results, *self._stages]
         for per_member in (self._heads, self._fingerprints, self._references, self._data):
             views.extend(v for pair in per_member for v in pair)
         self._heads, self._fingerprints, self._references, self._data = [], [], [], []
-        self._control, self._latest, self._finished, self._stages = [], [], [], []
+        self._control, self._latest, self._finished, self._results, self._stages = [], [], [], [], []
         for view in views:
             view.release()
         self._anchors.clear()

@@ -13,6 +13,8 @@ from meshcomm.board.run import _PIECE_BYTES
 from meshcomm.board.run import SLOT_BYTES as BOARD_SLOT_BYTES
 from meshcomm.board.run import STAGE_BYTES as BOARD_STAGE_BYTES
 from meshcomm.board.run import STAGE_FROM_BYTES as BOARD_STAGE_FROM_BYTES
+from meshcomm.board.run import STAGE_TO_BYTES as BOARD_STAGE_TO_BYTES
+from meshcomm.board.run import STAGED_TWO_SHOT_FROM
 from tests.ranks import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board
@@ -20,11 +22,14 @@ BOARD_COUNT = 1001  # int64: 8 KB, on the board
 # (the default here), as messages when not (MESHCOMM_SINGLE_COPY_BYTES=0).
 LARGE_COUNT = BOARD_SLOT_BYTES // 8 + 1
 # Enough that a post of the whole buffer is staged (copied into its poster's staging area and out of it), and
-# more than a staging area holds (read from the poster's memory again).
+# more than is staged (read from the poster's memory again).
 STAGED_COUNT = BOARD_STAGE_FROM_BYTES // 8 + 1
-UNSTAGED_COUNT = BOARD_STAGE_BYTES // 8 + 1
-# Enough int64s that each of up to 4 ranks' two-shot blocks spans several pieces, the last one partial.
+UNSTAGED_COUNT = BOARD_STAGE_TO_BYTES // 8 + 1
+# Enough int64s that each of up to 4 ranks' two-shot blocks spans several pieces, the last one partial: through
+# the staging areas among up to 4 ranks.
 PIECES_COUNT = 4 * (2 * _PIECE_BYTES // 8 + 3)
+# A two-shot all-reduce larger than a staging area: read and written in each other's memory again.
+TWO_SHOT_UNSTAGED_COUNT = BOARD_STAGE_BYTES // 8 + 5
 
 
 def values(rank: int, count: int, salt: int = 0) -> np.ndarray:
@@ -300,11 +305,41 @@ def two_shot_all_reduces(counts: tuple) -> list[str]:
 
 def test_two_shot_matches_numpy_on_the_board_in_pieces_for_every_count(cluster) -> None:
     n = cluster.size
-    counts = (1, max(n - 1, 1), n + 1, BOARD_COUNT, LARGE_COUNT, PIECES_COUNT)
+    counts = (1, max(n - 1, 1), n + 1, BOARD_COUNT, LARGE_COUNT, PIECES_COUNT, TWO_SHOT_UNSTAGED_COUNT)
     before = cluster.run(board_posts)
     assert cluster.run(two_shot_all_reduces, counts, timeout=120) == [[]] * n
     if n > 1:  # every call, whatever its size, goes on the board (by reference)
         assert [after - b for after, b in zip(cluster.run(board_posts), before)] == [4 * len(counts)] * n
+
+
+def two_shot_how(count: int) -> tuple | None:
+    """After two-shot all_reduces of `count` int64s (results checked): whether each peer's post of the last was
+    staged (published at address 0) and its result put on the board; None without a board."""
+    from meshcomm.api.state import resolve_group
+
+    rank, n = dist.get_rank(), dist.get_world_size()
+    for salt in range(2):  # the second into areas the first left results in
+        x = values(rank, count, salt)
+        dist.all_reduce(x, algorithm="two_shot")
+        assert np.array_equal(x, sum(values(q, count, salt) for q in range(n)))
+    board = resolve_group(None).seat._board
+    if board is None:
+        return None
+    slot = board._turns.current
+    seq = board._heads[rank][slot][0] - 1
+    return ([board._references[m][slot][1] == 0 for m in range(n) if m != rank],
+            [board._results[m][0] == seq + 1 for m in range(n) if m != rank])
+
+
+def test_two_shot_all_reduces_of_768_kib_to_4_mib_among_up_to_4_ranks_go_through_the_staging_areas(cluster) -> None:
+    others = cluster.size - 1
+    for count, staged in ((STAGED_TWO_SHOT_FROM // 8 - 1, False), (STAGED_TWO_SHOT_FROM // 8, True),
+                          (BOARD_STAGE_BYTES // 8, True), (TWO_SHOT_UNSTAGED_COUNT, False)):
+        results = cluster.run(two_shot_how, count, timeout=120)
+        if others:
+            assert results == [([staged] * others, [staged] * others)] * cluster.size, count
+        else:
+            assert results == [None]
 
 
 def test_without_reading_each_other_s_memory_large_direct_calls_go_as_messages() -> None:

@@ -172,13 +172,14 @@ def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
     import meshcomm as dist
     from meshcomm import ReduceOp
     from meshcomm.api.state import resolve_group
-    from meshcomm.board.run import COMPILED_TWO_SHOT_BYTES, SLOT_BYTES, STAGE_BYTES, STAGE_FROM_BYTES
+    from meshcomm.board.run import (_PIECE_BYTES, SLOT_BYTES, STAGE_FROM_BYTES, STAGE_TO_BYTES,
+                                    STAGED_TWO_SHOT_FROM)
 
     g = resolve_group(None)
     rank, n = g.rank, g.size
     digest = hashlib.sha256()
-    # int64s: more than a slot holds; enough that posts by reference are staged; more than a staging area holds
-    for large in (SLOT_BYTES // 8 + 3, STAGE_FROM_BYTES // 8 + 3, STAGE_BYTES // 8 + 3):
+    # int64s: more than a slot holds; enough that posts by reference are staged; more than they stage
+    for large in (SLOT_BYTES // 8 + 3, STAGE_FROM_BYTES // 8 + 3, STAGE_TO_BYTES // 8 + 3):
         for root in range(n):
             x = (np.arange(large) * 3 + rank).astype(np.int64)
             dist.broadcast(x, src=root, algorithm="direct")
@@ -214,22 +215,26 @@ def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
             listed = [parts[q * large : (q + 1) * large] for q in range(n)] if rank == root else None
             dist.scatter(out, listed, src=root, algorithm="direct")
             digest.update(out.tobytes() + parts.tobytes())
-    # The two-shot all-reduce, as large as the compiled path takes it: each rank's block several pieces long. A NaN
-    # pair (a sum) or signed zeros (max, min) in a later piece of member 0's block (reduced in place) and in the
-    # last piece of the last block: the compiled path leaves that piece and the rest to numpy.
-    for dtype, op, odd in (("float64", ReduceOp.SUM, np.nan), ("float32", ReduceOp.MAX, -0.0 if rank else 0.0),
-                           ("float16", ReduceOp.SUM, np.nan), ("int32", ReduceOp.PRODUCT, None),
-                           ("float64", ReduceOp.MIN, None)):
-        count = COMPILED_TWO_SHOT_BYTES // np.dtype(dtype).itemsize - 13
-        z = ((np.arange(count) % 11 - 5) * (rank + 1)).astype(dtype)
-        if odd is not None:
-            z[-3] = z[3 * (256 << 10) // 8 + 7] = odd
-        dist.all_reduce(z, op=op, algorithm="two_shot")
-        digest.update(z.tobytes())
+    # The two-shot all-reduce, as large as the compiled path takes it (below STAGED_TWO_SHOT_FROM): on 2 ranks each
+    # block two pieces long. A NaN pair (a sum) or signed zeros (max, min) in the second piece of the call (member
+    # 0's block, reduced in place, on 2 ranks) and in the last piece of the last block: the compiled path leaves
+    # that piece and the rest to numpy. Then the same through the staging areas, in Python on both paths.
+    for size in (STAGED_TWO_SHOT_FROM - 1, STAGED_TWO_SHOT_FROM):
+        for dtype, op, odd in (("float64", ReduceOp.SUM, np.nan), ("float32", ReduceOp.MAX, -0.0 if rank else 0.0),
+                               ("float16", ReduceOp.SUM, np.nan), ("int32", ReduceOp.PRODUCT, None),
+                               ("float64", ReduceOp.MIN, None)):
+            itemsize = np.dtype(dtype).itemsize
+            count = size // itemsize - 13 * (size < STAGED_TWO_SHOT_FROM)
+            z = ((np.arange(count) % 11 - 5) * (rank + 1)).astype(dtype)
+            if odd is not None:
+                z[-3] = z[_PIECE_BYTES // itemsize + 7] = odd
+            dist.all_reduce(z, op=op, algorithm="two_shot")
+            digest.update(z.tobytes())
     compiled = {}
     for plan in g._plans.values():
         if plan.board is not None and (plan.board.some_by_reference or plan.algorithm == "two_shot"):
             key = (plan.board.problem.collective, plan.algorithm) + (("pushed",) if plan.board.pushes else ())
+            key += ("staged",) if plan.board.stages_two_shot else ()
             compiled[key] = compiled.get(key, True) and plan.board.native is not None
     return compiled, digest.hexdigest()
 
@@ -239,11 +244,12 @@ def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
 def test_posts_by_reference_give_the_same_bytes_on_both_paths(n: int) -> None:
     python_results, compiled_results = on_both_paths(n, run_by_reference, timeout=120)
     assert all(not any(compiled.values()) for compiled, _ in python_results)
-    # The compiled path takes every call by reference except the direct reduction and the pushed gather, whose
-    # members write into the root's output in Python; a gather staged where ranks outnumber cores is its own.
+    # The compiled path takes every call by reference except the direct reduction, the pushed gather, whose
+    # members write into the root's output in Python, and the two-shot all-reduce through the staging areas; a
+    # gather staged where ranks outnumber cores is its own.
     expected = {("broadcast", "direct"): True, ("all_gather", "direct"): True, ("all_to_all", "direct"): True,
                 ("all_reduce", "direct"): False, ("all_reduce", "two_shot"): True, ("gather", "direct", "pushed"): False,
-                ("scatter", "direct"): True}
+                ("scatter", "direct"): True, ("all_reduce", "two_shot", "staged"): False}
     crowded = n > (os.cpu_count() or 1)
     if crowded:  # blocks of a slot to 1 MiB among up to 4 ranks
         expected[("gather", "direct")] = True

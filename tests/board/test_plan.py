@@ -61,3 +61,25 @@ def test_a_gathers_posts_are_staged_from_a_slots_size_only_on_a_crowded_host() -
     # a scatter's root reads nothing and keeps a block of its own: it never stages, crowded or not
     assert stage_from("scatter", (block,) * 4, 0, crowded=True) is None
     assert stage_from("scatter", (block,) * 4, 1, crowded=True) == run.STAGE_FROM_BYTES
+    # a post above STAGE_TO_BYTES is read where it is: for an all_to_all, its poster's whole input counts
+    past_staging = run.STAGE_TO_BYTES // 8 + 1
+    assert stage_from("all_gather", (past_staging,) * 4, 1, crowded=False) is None
+    assert stage_from("all_to_all", (past_staging // 4 + 1,) * 16, 1, crowded=False) is None
+    assert stage_from("all_to_all", (past_staging // 4 - 1,) * 16, 1, crowded=False) == run.STAGE_FROM_BYTES
+
+
+def test_two_shot_all_reduces_go_through_the_staging_areas_from_768_kib_to_a_whole_area_among_up_to_4_ranks() -> None:
+    least, most = run.STAGED_TWO_SHOT_FROM // 4, run.STAGE_BYTES // 4  # float32s
+
+    def planned(nranks: int, count: int, me: int = 1) -> run.Plan:
+        return run.plan(problem_of("all_reduce", nranks, (count,)), me, 4, "two_shot", "float32", "sum", b"f" * 16)
+
+    for nranks in (2, 3, 4):
+        for count in (least, most):
+            plans = [planned(nranks, count, me) for me in range(nranks)]
+            assert all(p.stages_two_shot and p.native is None for p in plans)  # every rank alike, in Python
+        assert not planned(nranks, least - 1).stages_two_shot
+        assert not planned(nranks, most + 1).stages_two_shot
+    assert not planned(8, least).stages_two_shot
+    # direct reads the posts where they are, as before
+    assert not run.plan(problem_of("all_reduce", 2, (least,)), 1, 4).stages_two_shot

@@ -148,8 +148,10 @@ def test_a_dead_store_stops_neither_collectives_nor_a_timeout_report(tmp_path) -
 BOARD = {"MESHCOMM_ALGO": "direct", "FAULT_COUNT": "64"}
 
 
-# two_shot posts by reference at every size, and its ranks write into each other's outputs.
+# two_shot posts by reference at every size. From 768 KiB to 4 MiB among up to 4 ranks (1 MiB by default here)
+# its ranks put their inputs and results in their staging areas; above, they write into each other's outputs.
 TWO_SHOT = {"MESHCOMM_ALGO": "all_reduce:two_shot"}
+TWO_SHOT_WRITING = {**TWO_SHOT, "FAULT_COUNT": str((1 << 20) + 16)}
 # A gather's blocks of more than 1 MiB leave their slots, and are not staged even where ranks outnumber cores: the
 # members write into the root's output.
 PUSHED = {"MESHCOMM_ALGO": "gather:direct", "FAULT_COUNT": str((1 << 18) + 16)}
@@ -157,7 +159,8 @@ PUSHED = {"MESHCOMM_ALGO": "gather:direct", "FAULT_COUNT": str((1 << 18) + 16)}
 
 @pytest.mark.timeout(100)
 @pytest.mark.parametrize("collective, victim, env", [("all_reduce", 1, BOARD), ("barrier", 0, BOARD),
-                                                      ("all_reduce", 2, TWO_SHOT), ("gather", 0, PUSHED),
+                                                      ("all_reduce", 2, TWO_SHOT), ("all_reduce", 0, TWO_SHOT),
+                                                      ("all_reduce", 2, TWO_SHOT_WRITING), ("gather", 0, PUSHED),
                                                       ("gather", 2, PUSHED)])
 def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victim, env) -> None:
     run = run_scenario(tmp_path, 3, "kill", collective, victim, timeout=60, env=env)
