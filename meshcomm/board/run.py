@@ -199,7 +199,8 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     largest = max(problem.input_count(me), problem.output_count(me)) * itemsize
     long_copies = (algorithm == "two_shot" or some_by_reference) and largest > YIELDING_COPY_BYTES
     read = read_from(problem, me)
-    post_bytes = (problem.input_count(me) if own_blocks is not None else count) * itemsize
+    own = own_blocks[me] if own_blocks is not None else None
+    post_bytes = (problem.input_count(me) - own[1] + own[0] if own is not None else count) * itemsize
     made = Plan(problem, me, count, read, readers_of(problem, me), compute, algorithm, own_blocks, by_reference,
                 some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded, post_bytes),
                 None)
@@ -339,8 +340,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     board.yielding = not plan.long_copies
     try:
         board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
-                   byte_view(output) if writes else None, None if by_reference else left_out,
-                   plan.stage_from)
+                   byte_view(output) if writes else None, left_out, plan.stage_from)
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:
@@ -517,8 +517,9 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
 
 def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool,
                 post_bytes: int) -> int | None:
-    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None: its post, of
-    `post_bytes`, is above STAGE_TO_BYTES, or it is a rank that never stages (below). On a host with
+    """The smallest post by reference of rank `me` that is staged (segment.py's post), or None: what it stages
+    of its post (`post_bytes`: all but its own block, which only it reads) is above STAGE_TO_BYTES, or it is a
+    rank that never stages (below). On a host with
     more ranks than cores, a gather's members stage theirs from where they leave the slots, unless they push them
     (pushes_gather): they copy in at once while the root copies out. A rank that reads nothing and leaves a block
     of its own out (a scatter's root, unless its own block is empty) never stages: each reader reads only its

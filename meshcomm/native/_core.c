@@ -923,8 +923,12 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
         nbytes = p->own_lo >= 0 ? in->len : nbytes;
         int staged = !p->writes && p->stage_from >= 0 && nbytes >= p->stage_from &&
                      nbytes <= b->stage_bytes; /* segment.py */
-        if (staged) {
-            Py_BEGIN_ALLOW_THREADS memcpy(stage_of(b, me), input, nbytes);
+        if (staged) { /* less its own block, which only it reads: the rest keeps its offsets */
+            Py_ssize_t start = p->own_lo >= 0 ? p->own_lo * item : nbytes;
+            Py_ssize_t stop = p->own_lo >= 0 ? p->own_hi * item : nbytes;
+            char *stage = stage_of(b, me);
+            Py_BEGIN_ALLOW_THREADS memcpy(stage, input, start);
+            memcpy(stage + stop, input + stop, nbytes - stop);
             Py_END_ALLOW_THREADS
         }
         words[5] = staged ? 0 : (uint64_t)(uintptr_t)input; /* address 0: in the staging area */

@@ -61,11 +61,11 @@ def test_a_gathers_posts_are_staged_from_a_slots_size_only_on_a_crowded_host() -
     # a scatter's root reads nothing and keeps a block of its own: it never stages, crowded or not
     assert stage_from("scatter", (block,) * 4, 0, crowded=True) is None
     assert stage_from("scatter", (block,) * 4, 1, crowded=True) == run.STAGE_FROM_BYTES
-    # a post above STAGE_TO_BYTES is read where it is: for an all_to_all, its poster's whole input counts
+    # a post above STAGE_TO_BYTES is read where it is; an all_to_all's own block, which it leaves out, does not count
     past_staging = run.STAGE_TO_BYTES // 8 + 1
     assert stage_from("all_gather", (past_staging,) * 4, 1, crowded=False) is None
-    assert stage_from("all_to_all", (past_staging // 4 + 1,) * 16, 1, crowded=False) is None
-    assert stage_from("all_to_all", (past_staging // 4 - 1,) * 16, 1, crowded=False) == run.STAGE_FROM_BYTES
+    assert stage_from("all_to_all", (past_staging // 3 + 1,) * 16, 1, crowded=False) is None
+    assert stage_from("all_to_all", (past_staging // 3 - 1,) * 16, 1, crowded=False) == run.STAGE_FROM_BYTES
 
 
 def test_two_shot_all_reduces_go_through_the_staging_areas_from_768_kib_to_a_whole_area_among_up_to_4_ranks() -> None:
