@@ -34,13 +34,13 @@ first and its address given as 0 (not a two-shot post, whose output the
 members write into): readers copy it out of the staging area with memcpy, which on the
 hosts measured beats process_vm_readv while the area stays in the cache
 (docs/board.md). The protocol is otherwise the same, so the area is free
-again once the poster returns. A two-shot all-reduce may go through the
-staging areas whole instead (board/run.py's stages_two_shot): each member
-stages its input less its own block, puts its block's results where that
-block was left out, and raises `results`; the others copy them out. A post may also carry where the poster's
+again once the poster returns. A post may also carry where the poster's
 output is, for calls whose members write their results straight into each
 other's outputs (the two-shot all-reduce); the poster then waits for its
-writers the same way.
+writers the same way. A two-shot all-reduce may go through the staging
+areas whole instead (board/run.py's stages_two_shot): each member stages
+its input less its own block, puts its block's results where that block
+was left out, and raises `results`; the others copy them out.
 
 A member waits only for the members whose slots it reads (a broadcast's
 root reads none, so it does not wait, as with messages). A member reads the
