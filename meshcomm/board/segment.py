@@ -341,27 +341,26 @@ class Board:
 
     def wait_results(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
         """Until each of `members` has posted its result of call `seq` (post_result); as `wait` otherwise."""
-        results = self._results
-        if not all(results[member][0] > seq for member in members):
-            self._wait(me, lambda member: results[member][0] > seq, spin, deadline, between, members,
-                       "put their results on the board")
+        self._wait_past(me, self._results, seq, members, spin, deadline, between, "put their results on the board")
 
     def staged(self, member: int, dtype: np.dtype, count: int) -> np.ndarray:
         """The member's staging area as `count` elements of `dtype`, for as long as the board is open."""
         key = ("staged", member, count, dtype)
         array = self._arrays.get(key)
         if array is None:
-            if len(self._arrays) >= 256:
-                self._arrays.clear()
-            array = self._arrays[key] = np.frombuffer(self._stages[member][: count * dtype.itemsize], dtype=dtype)
+            array = self._keep_array(key, self._stages[member][: count * dtype.itemsize], dtype)
         return array
 
     def wait_finished(self, me: int, seq: int, members, spin: float, deadline: float, between) -> None:
         """Until each of `members` is done with this member's post of call `seq` (see finish); as `wait` otherwise."""
-        finished = self._finished
-        if not all(finished[member][0] > seq for member in members):
-            self._wait(me, lambda member: finished[member][0] > seq, spin, deadline, between, members,
-                       "finished reading this member's post")
+        self._wait_past(me, self._finished, seq, members, spin, deadline, between,
+                        "finished reading this member's post")
+
+    def _wait_past(self, me: int, words: list, seq: int, members, spin: float, deadline: float, between,
+                   what: str) -> None:
+        """Until the word in `words` of each of `members` is past call `seq`; as `wait` otherwise."""
+        if not all(words[member][0] > seq for member in members):
+            self._wait(me, lambda member: words[member][0] > seq, spin, deadline, between, members, what)
 
     def array(self, member: int, seq: int, dtype: np.dtype) -> np.ndarray | None:
         """`data(member, seq)` as a numpy array of `dtype`, valid as long (ValueError if the bytes do not divide);
@@ -372,9 +371,14 @@ class Board:
         key = (member, slot, self._heads[member][slot][1], dtype)
         array = self._arrays.get(key)
         if array is None:
-            if len(self._arrays) >= 256:  # many shapes: keep the newest, not all
-                self._arrays.clear()
-            array = self._arrays[key] = np.frombuffer(self._data[member][slot][: key[2]], dtype=dtype)
+            array = self._keep_array(key, self._data[member][slot][: key[2]], dtype)
+        return array
+
+    def _keep_array(self, key: tuple, data: memoryview, dtype: np.dtype) -> np.ndarray:
+        """`data` as a numpy array of `dtype`, kept under `key` for the calls after this one."""
+        if len(self._arrays) >= 256:  # many shapes: keep the newest, not all
+            self._arrays.clear()
+        array = self._arrays[key] = np.frombuffer(data, dtype=dtype)
         return array
 
     def agree(self, members, seq: int, fingerprint: bytes, output: bool = False) -> int | None:
