@@ -339,13 +339,14 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     by_reference = plan.by_reference
     board.yielding = not plan.long_copies
     try:
-        board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
-                   byte_view(output) if writes else None, left_out, plan.stage_from)
+        deferred = board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
+                              byte_view(output) if writes else None, left_out, plan.stage_from,
+                              len(plan.readers) == plan.problem.nranks - 1 and (not board.crowded or not read))
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:
             raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
-        waited_on = by_reference and bool(plan.readers)
+        waited_on = by_reference and bool(plan.readers) and not deferred
         in_place = False
         if output is not None and plan.compute is not _nothing:
             # What this rank reads of its own in place (what it posted by reference, its own block) must not

@@ -11,8 +11,9 @@ wake-ups of log2(n) or n - 1 messages.
 Layout: a control page with a cache line per member (its `bell`, the futex
 word it sleeps on, its `sleeping` flag, `latest`, the sequence number + 1
 of the last call it posted, `finished`, that of the last call in which it
-read a post by reference, and `results`, that of the last call whose results
-it put in its staging area), then per member `slots` slots, used in turn by
+read a post by reference, `results`, that of the last call whose results
+it put in its staging area, and `deferred`, per half of that area, that of
+the last post it staged there without waiting for its readers), then per member `slots` slots, used in turn by
 its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
@@ -34,7 +35,12 @@ first and its address given as 0 (not a two-shot post, whose output the
 members write into): readers copy it out of the staging area with memcpy, which on the
 hosts measured beats process_vm_readv while the area stays in the cache
 (docs/board.md). The protocol is otherwise the same, so the area is free
-again once the poster returns. A post may also carry where the poster's
+again once the poster returns; except that a post every other member reads
+(off a crowded host; on one, only if its poster reads nothing), of at most
+half the area, goes into the half holding the older such post, and its
+poster returns without waiting for its readers: it waits before it
+overwrites that half instead (_stage_at). A staged post's
+output word says where in the area its bytes start. A post may also carry where the poster's
 output is, for calls whose members write their results straight into each
 other's outputs (the two-shot all-reduce); the poster then waits for its
 writers the same way. A two-shot all-reduce may go through the staging
@@ -105,6 +111,9 @@ class Board:
         self._latest = [view[m * _LINE + 8 : m * _LINE + 16].cast("Q") for m in range(nmembers)]
         self._finished = [view[m * _LINE + 16 : m * _LINE + 24].cast("Q") for m in range(nmembers)]
         self._results = [view[m * _LINE + 24 : m * _LINE + 32].cast("Q") for m in range(nmembers)]
+        # seq + 1 of the call a member last staged in each half of its area without waiting for its readers
+        # (0: none); only the member itself uses its own (_stage_at), in shared memory for both paths to see
+        self._deferred = [view[m * _LINE + 32 : m * _LINE + 48].cast("Q") for m in range(nmembers)]
         self._anchors = [ctypes.c_uint32.from_buffer(self._map, m * _LINE) for m in range(nmembers)]
         self._bell_address = [ctypes.addressof(a) for a in self._anchors]
         self._heads: list[list[memoryview]] = []
@@ -131,6 +140,7 @@ class Board:
                        if native.core else None)
         self._turns = self.native if self.native is not None else _Turns(slots)
         self._yield_seconds = 0.0
+        self.crowded = False  # more ranks than cores on the host (the yield_seconds setter says so)
         # Whether this call's waits yield: a call that copies little, whose peers arrive within microseconds. A
         # large call's waiters would take turns on the cores its copying ranks need.
         self.yielding = False
@@ -188,6 +198,7 @@ class Board:
     @yield_seconds.setter
     def yield_seconds(self, seconds: float) -> None:
         self._yield_seconds = seconds
+        self.crowded = True
         if self.native is not None:
             # Only a host with more ranks than cores sets it; the calls that copy little wait by yielding.
             self.native.set_waits(seconds, True, True)
@@ -196,7 +207,8 @@ class Board:
 
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
              between, by_reference: bool = False, output: memoryview | None = None,
-             left_out: tuple[int, int] | None = None, stage_from: int | None = None) -> None:
+             left_out: tuple[int, int] | None = None, stage_from: int | None = None,
+             deferrable: bool = False) -> bool:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
@@ -206,6 +218,11 @@ class Board:
         where the members may write this member's results (write_into), also until they finish. `left_out`: bytes
         [start, stop) of `payload` that nobody reads, which a slot skips, holding the bytes after them straight
         after the bytes before them, and which staging skips, leaving their place in the area to its poster.
+        `deferrable`: staging may defer this post (_stage_at): every other member reads it, and on a host with
+        more ranks than cores its poster reads nothing.
+
+        Returns whether the post was staged and deferred: its poster need not wait for its readers
+        (wait_finished), since it waits before it overwrites that half of its area.
 
         The slot it takes held this member's board call `slots` calls ago;
         every member has read that once it has posted the call after it, so
@@ -224,16 +241,21 @@ class Board:
         slot = self._turns.advance(seq)
         reference = self._references[me][slot]
         nbytes = payload.nbytes
+        deferred = False
         if by_reference:
             if stage_from is not None and output is None and stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
-                stage = self._stages[me]
+                at, deferred = self._stage_at(me, nbytes, deferrable, spin, deadline, between)
+                stage = self._stages[me][at:]
                 if left_out is None:
                     stage[:nbytes] = payload
                 else:  # the bytes nobody reads stay out, and the others keep their offsets
                     start, stop = left_out
                     stage[:start] = payload[:start]
                     stage[stop:nbytes] = payload[stop:]
+                if deferred:
+                    self._deferred[me][1 if at else 0] = seq + 1
                 reference[1] = 0
+                reference[2] = at  # a staged post's output word says where in the area its bytes are
             else:
                 reference[1] = cma.address_of(payload)
             reference[0] = os.getpid()
@@ -259,6 +281,27 @@ class Board:
         head[0] = seq + 1  # after the data: x86-64 keeps stores in order, so the data is there once this is
         self._latest[me][0] = seq + 1
         self._wake_others(me)
+        return deferred
+
+    def _stage_at(self, me: int, nbytes: int, deferrable: bool, spin: float, deadline: float,
+                  between) -> tuple[int, bool]:
+        """(Where in this member's staging area a post of `nbytes` goes, whether it is deferred): a `deferrable`
+        post within half the area goes into the half whose last deferred post is older, and its poster returns
+        without waiting for its readers; any other goes at the area's start, its readers waited for. Either way,
+        it first waits until every other member has finished reading the deferred posts it overwrites
+        (docs/board.md)."""
+        half = self.stage_bytes // 2
+        deferred = self._deferred[me]
+        defer = deferrable and nbytes <= half
+        newer = 1 if deferred[1] > deferred[0] else 0
+        finished = self._finished
+        for h in (0, 1):
+            past = deferred[h]
+            if past and (not defer or h != newer):
+                self._wait(me, lambda member: finished[member][0] >= past, spin, deadline, between,
+                           what="finished reading this member's earlier post")
+                deferred[h] = 0
+        return ((1 - newer) * half if defer else 0), defer
 
     def _wake_others(self, me: int) -> None:
         for member, words in enumerate(self._control):
@@ -311,8 +354,9 @@ class Board:
             raise LookupError(f"member {member} posted call {seq} in its slot, not by reference")
         if reference[1]:
             cma.read(reference[0], reference[1] + start, target)
-        elif start + target.nbytes <= min(self._heads[member][slot][1], self.stage_bytes):
-            target[:] = self._stages[member][start : start + target.nbytes]
+        elif start + target.nbytes <= min(self._heads[member][slot][1], self.stage_bytes - reference[2]):
+            at = reference[2] + start
+            target[:] = self._stages[member][at : at + target.nbytes]
         else:
             raise ValueError(f"member {member}'s staged post of call {seq} has no bytes {start} to "
                              f"{start + target.nbytes}")
@@ -451,11 +495,12 @@ class Board:
         if self.native is not None:
             self.native.release()
         self._arrays.clear()  # they hold the data views, which cannot be released under them
-        views = [self._view, *self._control, *self._latest, *self._finished, *self._results, *self._stages]
+        views = [self._view, *self._control, *self._latest, *self._finished, *self._results, *self._deferred,
+                 *self._stages]
         for per_member in (self._heads, self._fingerprints, self._references, self._data):
             views.extend(v for pair in per_member for v in pair)
         self._heads, self._fingerprints, self._references, self._data = [], [], [], []
-        self._control, self._latest, self._finished, self._results, self._stages = [], [], [], [], []
+        self._control, self._latest, self._finished, self._results, self._deferred, self._stages = [], [], [], [], [], []
         for view in views:
             view.release()
         self._anchors.clear()

@@ -504,6 +504,9 @@ static inline uint32_t *bell_of(BoardObject *b, int m) { return (uint32_t *)(b->
 static inline uint32_t *sleeping_of(BoardObject *b, int m) { return (uint32_t *)(b->base + m * LINE + 4); }
 static inline uint64_t *latest_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 8); }
 static inline uint64_t *finished_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 16); }
+/* seq + 1 of the call this member last staged in each half of its area without waiting for its readers (0: none);
+ * segment.py's _deferred */
+static inline uint64_t *deferred_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 32); }
 static inline char *slot_of(BoardObject *b, int m, int s) {
     return b->base + PAGE + ((Py_ssize_t)m * b->slots + s) * (HEADER + b->slot_bytes);
 }
@@ -731,18 +734,19 @@ done:
     return result;
 }
 
-static int all_members_past(BoardObject *b, int me, long long oldest, double spin, double deadline,
-                            PyObject *between, const uint64_t *call_seq) {
+/* Until every other member is ready (`what`) past call `oldest`: wait_for on all of them. 0, or -1 with an error set. */
+static int all_members_ready(BoardObject *b, int me, int what, long long oldest, double spin, double deadline,
+                             PyObject *between, const uint64_t *call_seq, const char *verb) {
     for (int m = 0; m < b->nmembers; m++) {
-        if (load(latest_of(b, m)) <= (uint64_t)oldest) {
+        if (m != me && !ready(b, m, what, (uint64_t)oldest)) {
             int stack[64], *everyone = b->nmembers <= 64 ? stack : PyMem_Malloc(sizeof(int) * b->nmembers);
             if (!everyone) {
                 PyErr_NoMemory();
                 return -1;
             }
             for (int i = 0; i < b->nmembers; i++) everyone[i] = i;
-            int result = wait_for(b, me, everyone, b->nmembers, READY_LATEST_PAST, (uint64_t)oldest, spin, deadline,
-                                  between, call_seq, "posted");
+            int result = wait_for(b, me, everyone, b->nmembers, what, (uint64_t)oldest, spin, deadline, between,
+                                  call_seq, verb);
             if (everyone != stack) PyMem_Free(everyone);
             return result;
         }
@@ -811,13 +815,14 @@ static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, 
     uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
     Py_ssize_t done;
     int code;
-    if (!writing && theirs[5] == 0) {
-        if (offset < 0 || bytes < 0 || offset + bytes > b->stage_bytes) {
+    if (!writing && theirs[5] == 0) { /* staged: its output word says where in the area */
+        Py_ssize_t at = (Py_ssize_t)theirs[6];
+        if (offset < 0 || bytes < 0 || at < 0 || at + offset + bytes > b->stage_bytes) {
             PyErr_Format(PyExc_ValueError, "member %d's staged post has no bytes %zd to %zd", member, offset,
                          offset + bytes);
             return -1;
         }
-        Py_BEGIN_ALLOW_THREADS memcpy(local, stage_of(b, member) + offset, bytes);
+        Py_BEGIN_ALLOW_THREADS memcpy(local, stage_of(b, member) + at + offset, bytes);
         Py_END_ALLOW_THREADS return 0;
     }
     Py_BEGIN_ALLOW_THREADS code = vm_copy((int)theirs[4], local, theirs[writing ? 6 : 5] + offset, bytes, writing,
@@ -875,6 +880,26 @@ static int reduce_and_write(BoardObject *b, PlanObject *p, const char *input, Py
     return 0;
 }
 
+/* Where in its staging area this member stages a post of `nbytes` (segment.py's _stage_at): a `deferrable` one
+ * within half the area in the half whose last deferred post is older, deferred; any other at its start, waited for.
+ * Either way, once every other member has finished reading the deferred posts it overwrites. -1 with an error set. */
+static Py_ssize_t stage_at(BoardObject *b, int me, Py_ssize_t nbytes, int deferrable, int *defer, double spin,
+                           double deadline, PyObject *between, const uint64_t *call_seq) {
+    Py_ssize_t half = b->stage_bytes / 2;
+    uint64_t *deferred = deferred_of(b, me);
+    *defer = deferrable && nbytes <= half;
+    int newer = deferred[1] > deferred[0];
+    for (int h = 0; h < 2; h++) {
+        if (deferred[h] && (!*defer || h != newer)) {
+            if (all_members_ready(b, me, READY_FINISHED, (long long)deferred[h] - 1, spin, deadline, between,
+                                 call_seq, "finished reading this member's earlier post") < 0)
+                return -1;
+            deferred[h] = 0;
+        }
+    }
+    return *defer ? (Py_ssize_t)(!newer) * half : 0;
+}
+
 /* One board call (board/run.py's run, the same steps), on buffers already taken: None; the first member whose post
  * carries another fingerprint; RECOMPUTE; or (RECOMPUTE, start) from the two-shot all-reduce. A post larger than a
  * slot goes by reference (a direct reduction's never comes here), as every two-shot post does. `between` is called
@@ -892,7 +917,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     int me = p->me;
     Py_ssize_t item = p->itemsize;
     Py_ssize_t own = p->own_lo >= 0 ? (p->own_hi - p->own_lo) * item : 0;
-    int mine_by_reference = p->by_reference;
+    int mine_by_reference = p->by_reference, deferred = 0; /* deferred: staged, and its readers not waited for */
     /* a post of its whole input less its own block, or of its first `published` elements */
     if ((p->published && !have_in) || (!mine_by_reference && p->published * item > b->slot_bytes) ||
         (p->writes && !have_out) ||
@@ -911,7 +936,9 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
      * call after it */
     long long oldest = oldest_unread(b);
-    if (oldest >= 0 && all_members_past(b, me, oldest, spin, deadline, between, call_seq) < 0) goto finally;
+    if (oldest >= 0 &&
+        all_members_ready(b, me, READY_LATEST_PAST, oldest, spin, deadline, between, call_seq, "posted") < 0)
+        goto finally;
     int slot = advance(b, seq);
     char *mine = slot_of(b, me, slot);
     uint64_t *words = (uint64_t *)mine;
@@ -926,10 +953,16 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
         if (staged) { /* less its own block, which only it reads: the rest keeps its offsets */
             Py_ssize_t start = p->own_lo >= 0 ? p->own_lo * item : nbytes;
             Py_ssize_t stop = p->own_lo >= 0 ? p->own_hi * item : nbytes;
-            char *stage = stage_of(b, me);
+            /* every other member reads it; on a crowded host, only a poster that reads nothing defers */
+            int deferrable = p->nreaders == b->nmembers - 1 && (!b->crowded || p->nread == 0);
+            Py_ssize_t at = stage_at(b, me, nbytes, deferrable, &deferred, spin, deadline, between, call_seq);
+            if (at < 0) goto finally;
+            char *stage = stage_of(b, me) + at;
             Py_BEGIN_ALLOW_THREADS memcpy(stage, input, start);
             memcpy(stage + stop, input + stop, nbytes - stop);
             Py_END_ALLOW_THREADS
+            words[6] = (uint64_t)at;
+            if (deferred) deferred_of(b, me)[at ? 1 : 0] = seq + 1;
         }
         words[5] = staged ? 0 : (uint64_t)(uintptr_t)input; /* address 0: in the staging area */
         words[4] = (uint64_t)getpid();
@@ -1039,7 +1072,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
             wake_others(b, me);
         }
     }
-    if (mine_by_reference && p->nreaders) {
+    if (mine_by_reference && p->nreaders && !deferred) {
         double reading = b->crowded ? 0.0 : (double)nbytes / READ_RATE;
         if (wait_for(b, me, p->readers, p->nreaders, READY_FINISHED, seq, spin + reading, deadline, between,
                      call_seq, "finished reading this member's post") < 0)

@@ -244,6 +244,44 @@ def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_rea
     assert cluster.run(scatter_root_post_staged, STAGED_COUNT, timeout=120) == [None] + [False] * (cluster.size - 1)
 
 
+def broadcasts_read_late(signal: str) -> list[bool] | None:
+    """Rank 0 broadcasts three staged buffers, and says so in file `signal` once it has returned from two; the
+    others read none of them before that. The others: whether each broadcast they received holds what rank 0
+    sent."""
+    import os
+    import time
+
+    dist.broadcast(np.zeros(4, np.int64), src=0, algorithm="direct")  # every rank maps the board first
+    if dist.get_rank() == 0:
+        for salt in range(3):
+            dist.broadcast(values(0, STAGED_COUNT, salt), src=0, algorithm="direct")
+            if salt == 1:
+                open(signal, "w").close()
+        return None
+    deadline = time.monotonic() + 30
+    while not os.path.exists(signal):
+        if time.monotonic() > deadline:
+            raise TimeoutError("rank 0 did not return from two staged broadcasts before its readers read them")
+        time.sleep(0.01)
+    time.sleep(0.2)  # rank 0 is on its third by now, which stages where the first was once all have read it
+    received = []
+    for salt in range(3):
+        got = np.zeros(STAGED_COUNT, np.int64)
+        dist.broadcast(got, src=0, algorithm="direct")
+        received.append(bool(np.array_equal(got, values(0, STAGED_COUNT, salt))))
+    return received
+
+
+@pytest.mark.parametrize("nranks", [2, 3])  # 3 outnumber the cores of a 2-core host: a root still need not wait
+def test_a_staged_broadcast_returns_before_its_readers_read_it_and_its_area_waits_for_them(tmp_path, nranks) -> None:
+    cluster = Cluster(nranks)
+    try:
+        results = cluster.run(broadcasts_read_late, str(tmp_path / "returned"), timeout=90)
+        assert results == [None] + [[True] * 3] * (nranks - 1)
+    finally:
+        cluster.close()
+
+
 def own_blocks_left_out_of_slots() -> tuple[list[str], int]:
     """Calls whose posts leave out blocks only their posters read: an all_to_all in which rank 0 sends each peer
     more than a slot holds (readers find its post in its memory, the others' in their slots) and odd ranks send

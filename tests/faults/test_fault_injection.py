@@ -167,6 +167,18 @@ def test_a_sigkill_during_board_collectives_is_named(tmp_path, collective, victi
     survivors_of_a_sigkill(run, victim)
 
 
+# An all_to_all of 1 MiB between 2 ranks with a core each stages its posts in turns of its staging area's halves:
+# a poster returns without waiting for its reader, and waits for it before it stages into that half again.
+DEFERRED = {"MESHCOMM_ALGO": "all_to_all:direct"}
+
+
+@pytest.mark.timeout(100)
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_sigkill_between_staged_posts_whose_readers_were_not_waited_for_is_named(tmp_path, victim) -> None:
+    run = run_scenario(tmp_path, 2, "kill", "all_to_all", victim, timeout=60, env=DEFERRED)
+    survivors_of_a_sigkill(run, victim)
+
+
 @pytest.mark.timeout(100)
 @needs_compiled
 @pytest.mark.parametrize("collective, victim", [("all_reduce", 1), ("broadcast", 0), ("all_to_all", 2)])
