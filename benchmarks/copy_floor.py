@@ -10,7 +10,8 @@ input and output): the caches hold at most what they could hold for the call its
 a rank, no wait and no scheduling, so it is low. A library whose time is below twice the floor cannot be beaten by 2x.
 Rounds interleave the rates and the libraries' runs.
 
-    python benchmarks/copy_floor.py -n 4 --colls broadcast,all_gather,all_to_all --sizes 64K,1M,4M,64M --libs mpich-yield,meshcomm
+    python benchmarks/copy_floor.py -n 4 --colls broadcast,all_gather,all_to_all --sizes 64K,1M,4M,64M \
+        --libs mpich-yield,meshcomm
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ word it sleeps on, its `sleeping` flag, `latest`, the sequence number + 1
 of the last call it posted, `finished`, that of the last call in which it
 read a post by reference, `results`, that of the last call whose results
 it put in its staging area, and `deferred`, per half of that area, that of
-the last post it staged there without waiting for its readers), then per member `slots` slots, used in turn by
-its board calls. A slot is a header line (the call's sequence number + 1,
+the last post it staged there without waiting for its readers), then per
+member `slots` slots, used in turn by its board calls. A slot is a header line (the call's sequence number + 1,
 written last to publish the slot; the byte count; the collective's
 fingerprint; for a post by reference, the poster's pid and the address of its
 bytes, and for a call whose members write into each other's output, the
@@ -39,8 +39,8 @@ again once the poster returns; except that a post every other member reads
 (off a crowded host; on one, only if its poster reads nothing), of at most
 half the area, goes into the half holding the older such post, and its
 poster returns without waiting for its readers: it waits before it
-overwrites that half instead (_stage_at). A staged post's
-output word says where in the area its bytes start. A post may also carry where the poster's
+overwrites that half instead (_stage_at). A staged post's output word says
+where in the area its bytes start. A post may also carry where the poster's
 output is, for calls whose members write their results straight into each
 other's outputs (the two-shot all-reduce); the poster then waits for its
 writers the same way. A two-shot all-reduce may go through the staging
@@ -231,6 +231,9 @@ class Board:
         may post its board call b once every member has posted call
         b - slots + 1, no sooner.
         """
+        nbytes = payload.nbytes
+        staged = by_reference and stage_from is not None and output is None and stage_from <= nbytes <= self.stage_bytes
+        at, deferred = self._stage_at(me, nbytes, deferrable, spin, deadline, between) if staged else (0, False)
         oldest = self._turns.oldest_unread()
         if oldest >= 0:
             latest = self._latest
@@ -240,11 +243,8 @@ class Board:
                     break
         slot = self._turns.advance(seq)
         reference = self._references[me][slot]
-        nbytes = payload.nbytes
-        deferred = False
         if by_reference:
-            if stage_from is not None and output is None and stage_from <= nbytes <= self.stage_bytes:  # docs/board.md
-                at, deferred = self._stage_at(me, nbytes, deferrable, spin, deadline, between)
+            if staged:
                 stage = self._stages[me][at:]
                 if left_out is None:
                     stage[:nbytes] = payload

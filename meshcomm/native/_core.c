@@ -734,7 +734,7 @@ done:
     return result;
 }
 
-/* Until every other member is ready (`what`) past call `oldest`: wait_for on all of them. 0, or -1 with an error set. */
+/* Until every other member is ready (`what`) past call `oldest`: wait_for on all. 0, or -1 with an error set. */
 static int all_members_ready(BoardObject *b, int me, int what, long long oldest, double spin, double deadline,
                              PyObject *between, const uint64_t *call_seq, const char *verb) {
     for (int m = 0; m < b->nmembers; m++) {
@@ -933,6 +933,18 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
         goto finally;
     }
     b->long_copies = p->long_copies;
+    const char *input = have_in ? in->buf : NULL;
+    /* bytes posted: by reference, its whole input (its own block left out later); else its `published` elements */
+    Py_ssize_t nbytes = mine_by_reference && p->own_lo >= 0 ? in->len : p->published * item;
+    int staged = mine_by_reference && !p->writes && p->stage_from >= 0 && nbytes >= p->stage_from &&
+                 nbytes <= b->stage_bytes; /* segment.py */
+    Py_ssize_t at = 0;
+    if (staged) {
+        /* every other member reads it; on a crowded host, only a poster that reads nothing defers */
+        int deferrable = p->nreaders == b->nmembers - 1 && (!b->crowded || p->nread == 0);
+        at = stage_at(b, me, nbytes, deferrable, &deferred, spin, deadline, between, call_seq);
+        if (at < 0) goto finally;
+    }
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the
      * call after it */
     long long oldest = oldest_unread(b);
@@ -944,24 +956,15 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     uint64_t *words = (uint64_t *)mine;
     words[6] = p->writes ? (uint64_t)(uintptr_t)out->buf : 0;
     words[7] = (uint64_t)p->writes; /* whether peers write into our output */
-    const char *input = have_in ? in->buf : NULL;
-    Py_ssize_t nbytes = p->published * item;
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
-        nbytes = p->own_lo >= 0 ? in->len : nbytes;
-        int staged = !p->writes && p->stage_from >= 0 && nbytes >= p->stage_from &&
-                     nbytes <= b->stage_bytes; /* segment.py */
         if (staged) { /* less its own block, which only it reads: the rest keeps its offsets */
             Py_ssize_t start = p->own_lo >= 0 ? p->own_lo * item : nbytes;
             Py_ssize_t stop = p->own_lo >= 0 ? p->own_hi * item : nbytes;
-            /* every other member reads it; on a crowded host, only a poster that reads nothing defers */
-            int deferrable = p->nreaders == b->nmembers - 1 && (!b->crowded || p->nread == 0);
-            Py_ssize_t at = stage_at(b, me, nbytes, deferrable, &deferred, spin, deadline, between, call_seq);
-            if (at < 0) goto finally;
             char *stage = stage_of(b, me) + at;
             Py_BEGIN_ALLOW_THREADS memcpy(stage, input, start);
             memcpy(stage + stop, input + stop, nbytes - stop);
             Py_END_ALLOW_THREADS
-            words[6] = (uint64_t)at;
+            words[6] = (uint64_t)at; /* where in the area */
             if (deferred) deferred_of(b, me)[at ? 1 : 0] = seq + 1;
         }
         words[5] = staged ? 0 : (uint64_t)(uintptr_t)input; /* address 0: in the staging area */
