@@ -294,12 +294,11 @@ class Board:
         deferred = self._deferred[me]
         defer = deferrable and nbytes <= half
         newer = 1 if deferred[1] > deferred[0] else 0
-        finished = self._finished
         for h in (0, 1):
-            past = deferred[h]
-            if past and (not defer or h != newer):
-                self._wait(me, lambda member: finished[member][0] >= past, spin, deadline, between,
-                           what="finished reading this member's earlier post")
+            if deferred[h] and (not defer or h != newer):
+                others = [m for m in range(self.nmembers) if m != me]
+                self._wait_past(me, self._finished, deferred[h] - 1, others, spin, deadline, between,
+                                "finished reading this member's earlier post")
                 deferred[h] = 0
         return ((1 - newer) * half if defer else 0), defer
 
@@ -500,7 +499,8 @@ class Board:
         for per_member in (self._heads, self._fingerprints, self._references, self._data):
             views.extend(v for pair in per_member for v in pair)
         self._heads, self._fingerprints, self._references, self._data = [], [], [], []
-        self._control, self._latest, self._finished, self._results, self._deferred, self._stages = [], [], [], [], [], []
+        self._control, self._latest, self._finished, self._results, self._deferred = [], [], [], [], []
+        self._stages = []
         for view in views:
             view.release()
         self._anchors.clear()

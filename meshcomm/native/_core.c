@@ -954,7 +954,8 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     int slot = advance(b, seq);
     char *mine = slot_of(b, me, slot);
     uint64_t *words = (uint64_t *)mine;
-    words[6] = p->writes ? (uint64_t)(uintptr_t)out->buf : 0;
+    /* where peers write its results, or where in its staging area a staged post is */
+    words[6] = p->writes ? (uint64_t)(uintptr_t)out->buf : (uint64_t)at;
     words[7] = (uint64_t)p->writes; /* whether peers write into our output */
     if (mine_by_reference) { /* where its input is: the readers copy from it, and it waits for them */
         if (staged) { /* less its own block, which only it reads: the rest keeps its offsets */
@@ -964,7 +965,6 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
             Py_BEGIN_ALLOW_THREADS memcpy(stage, input, start);
             memcpy(stage + stop, input + stop, nbytes - stop);
             Py_END_ALLOW_THREADS
-            words[6] = (uint64_t)at; /* where in the area */
             if (deferred) deferred_of(b, me)[at ? 1 : 0] = seq + 1;
         }
         words[5] = staged ? 0 : (uint64_t)(uintptr_t)input; /* address 0: in the staging area */
