@@ -226,6 +226,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    N={n} FAIL {test_id}" + (f"\n{detail}" if options.verbose else ""))
     elapsed = time.monotonic() - started
     print(f"wall time {elapsed:.1f} s; excluded: " + "; ".join(f"{k} ({v})" for k, v in EXCLUDED.items()))
+    # Again at the end, where a log cut short in its middle still shows them.
+    for name, row in report.items():
+        for n, counts in row.items():
+            if counts["fail"]:
+                print(f"failed: {name} at N={n}" + (f": {counts['error'][:400]}" if counts["error"] else ""))
+                for test_id, detail in counts["failed"]:
+                    last = detail.strip().splitlines()[-1:]
+                    print(f"    {test_id}: {last[0][:300] if last else ''}")
     if options.json:
         pathlib.Path(options.json).write_text(json.dumps({"impl": options.impl, "seconds": elapsed,
                                                           "results": report}, indent=1))
