@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -178,13 +179,32 @@ def _combine(per_rank: list[dict | None], error: str) -> dict:
         outcomes = [r.get(test_id, ["fail", "not run on this rank"])[0] for r in per_rank]
         if "fail" in outcomes:
             counts["fail"] += 1
-            worst = next(r[test_id][1] for r in per_rank if r.get(test_id, ["fail"])[0] == "fail")
-            counts["failed"].append((test_id, worst))
+            # Every failing rank's account: the one that failed first need not be rank 0.
+            details = [f"rank {rank}: {r.get(test_id, ['fail', 'not run on this rank'])[1]}"
+                       for rank, r in enumerate(per_rank) if r.get(test_id, ["fail"])[0] == "fail"]
+            counts["failed"].append((test_id, "\n".join(details)))
         elif outcome == "skip":
             counts["skip"] += 1
         else:
             counts["pass"] += 1
     return counts
+
+
+def failure_summary(report: dict) -> str:
+    """A line per file and size that failed, then one per failing test and rank: the last line of its account."""
+    lines = []
+    for name, row in report.items():
+        for n, counts in row.items():
+            if not counts["fail"]:
+                continue
+            lines.append(f"failed: {name} at N={n}" + (f": {counts['error'][:400]}" if counts["error"] else ""))
+            for test_id, detail in counts["failed"]:
+                for account in re.split(r"\n(?=rank \d+: )", detail):
+                    rank, _, text = account.partition(": ")
+                    # each failure's last line (a test and its tearDown may both fail: rank_runner keeps both)
+                    lasts = [(part.strip().splitlines() or [""])[-1][:300] for part in text.split("\nthen:\n")]
+                    lines.append(f"    {test_id}, {rank}: " + "; then ".join(lasts))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,14 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    N={n} FAIL {test_id}" + (f"\n{detail}" if options.verbose else ""))
     elapsed = time.monotonic() - started
     print(f"wall time {elapsed:.1f} s; excluded: " + "; ".join(f"{k} ({v})" for k, v in EXCLUDED.items()))
-    # Again at the end, where a log cut short in its middle still shows them.
-    for name, row in report.items():
-        for n, counts in row.items():
-            if counts["fail"]:
-                print(f"failed: {name} at N={n}" + (f": {counts['error'][:400]}" if counts["error"] else ""))
-                for test_id, detail in counts["failed"]:
-                    last = detail.strip().splitlines()[-1:]
-                    print(f"    {test_id}: {last[0][:300] if last else ''}")
+    summary = failure_summary(report)
+    if summary:  # again at the end, where a log cut short in its middle still shows it
+        print(summary)
     if options.json:
         pathlib.Path(options.json).write_text(json.dumps({"impl": options.impl, "seconds": elapsed,
                                                           "results": report}, indent=1))

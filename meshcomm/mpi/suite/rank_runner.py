@@ -23,7 +23,10 @@ class _Outcomes(unittest.TestResult):
         self.outcomes[test.id()] = ["pass", ""]
 
     def addFailure(self, test, err) -> None:
-        self.outcomes[test.id()] = ["fail", self._exc_info_to_string(err, test)[-2000:]]
+        # A test whose body and tearDown both fail is reported twice: the first is usually the cause, so both stay.
+        earlier = self.outcomes.get(test.id(), ["", ""])
+        text = self._exc_info_to_string(err, test)[-2000:]
+        self.outcomes[test.id()] = ["fail", f"{earlier[1]}\nthen:\n{text}" if earlier[0] == "fail" else text]
 
     addError = addFailure
 
