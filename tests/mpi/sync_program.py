@@ -48,5 +48,36 @@ else:
         condition.wait()
 condition.free()
 
+# A semaphore's refused changes never show: while rank 0 is refused a release above the bound, and then an acquire
+# below zero, the others read the count, and it is where it was every time.
+semaphore = sync.Semaphore(2, comm=comm)
+
+
+def refuse_release() -> None:
+    try:
+        semaphore.release()
+    except ValueError:
+        return
+    raise AssertionError("a release above the semaphore's value was allowed")
+
+
+def refuse_acquire() -> None:
+    assert semaphore.acquire(blocking=False) is False, "an acquire of a taken semaphore was allowed"
+
+
+for refuse, count in ((refuse_release, 2), (refuse_acquire, 0)):
+    if count == 0 and rank == 0:
+        semaphore.acquire()
+        semaphore.acquire()
+    comm.Barrier()
+    if rank == 0:
+        for _ in range(300):
+            refuse()
+    else:
+        seen = {semaphore._counter.next(0) for _ in range(300)}
+        assert seen == {count}, seen
+    comm.Barrier()
+semaphore.free()
+
 comm.Barrier()
 print(f"OK rank {rank} of {size}", flush=True)

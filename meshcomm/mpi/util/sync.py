@@ -12,7 +12,7 @@ listening:
   message to the rank queued next. Waiters block in a receive, not a spin.
 - Condition: a ring of waiting ranks on the root, touched only under the
   condition's mutex; notify pops waiters and sends each a message.
-- Semaphore: a Counter taken down and up atomically.
+- Semaphore: a Counter changed by compare-and-swap, only within its bounds.
 - Sequential: each rank waits for the one before it, by message.
 
 The messages travel on a duplicate of the communicator, so they never meet
@@ -349,9 +349,8 @@ class Semaphore:
     def acquire(self, blocking: bool = True) -> bool:
         deadline = _deadline()
         while True:
-            if self._counter.next(-1) > 0:
+            if self._add(-1, lambda current: current > 0):
                 return True
-            self._counter.next(1)  # none was free: give back what was taken
             if not blocking:
                 return False
             if time.monotonic() > deadline:
@@ -361,10 +360,20 @@ class Semaphore:
     def release(self, n: int = 1) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        before = self._counter.next(n)
-        if self._bounded and before + n > self._value:
-            self._counter.next(-n)
+        if not self._add(n, lambda current: not self._bounded or current + n <= self._value):
             raise ValueError(f"semaphore released too many times (would exceed its value {self._value})")
+
+    def _add(self, n: int, allowed) -> bool:
+        """Add `n` to the count if `allowed(count)`, atomically (compare and swap, again while others change it):
+        whether it did. A refused change is never made, so nobody sees the count leave its bounds even briefly."""
+        cells, root = self._counter._live(), self._counter._root
+        current = self._counter.next(0)
+        while allowed(current):
+            seen = cells.compare_and_swap(root, 0, current, current + n)
+            if seen == current:
+                return True
+            current = seen
+        return False
 
     def __enter__(self) -> "Semaphore":
         self.acquire()
