@@ -22,16 +22,15 @@ class _FailsThenTearsDownBadly(unittest.TestCase):
 def test_a_test_whose_body_and_teardown_fail_keeps_both_failures_in_order() -> None:
     outcomes = _Outcomes()
     _FailsThenTearsDownBadly().run(outcomes)
-    [(outcome, detail)] = outcomes.outcomes.values()
+    [(outcome, (first, then))] = outcomes.outcomes.values()
     assert outcome == "fail"
-    first, _, then = detail.partition("\nthen:\n")
     assert "AssertionError: 3 != 2" in first and "TimeoutError: the window's barrier" in then
 
 
 def test_every_failing_rank_is_reported_and_summed_up_by_its_failures_last_lines() -> None:
     per_rank = [
-        {"f.T.a": ["fail", "Traceback\nTimeoutError: rank 1 gave up"], "f.T.b": ["pass", ""]},
-        {"f.T.a": ["fail", "Traceback\nAssertionError: 3 != 2\nthen:\nTraceback\nTimeoutError: barrier"],
+        {"f.T.a": ["fail", ["Traceback\nTimeoutError: rank 1 gave up"]], "f.T.b": ["pass", ""]},
+        {"f.T.a": ["fail", ["Traceback\nAssertionError: 3 != 2", "Traceback\nTimeoutError: barrier"]],
          "f.T.b": ["pass", ""]},
         {"f.T.b": ["pass", ""]},
     ]

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import pathlib
-import re
 import shutil
 import signal
 import subprocess
@@ -146,7 +145,8 @@ def _environment(impl: str, tests: pathlib.Path, op_timeout: float) -> dict[str,
 
 def run_file(impl: str, tests: pathlib.Path, name: str, nranks: int, only: list[str], timeout: float,
              op_timeout: float) -> dict:
-    """Outcome counts of one file at one size: {'pass', 'fail', 'skip', 'failed': [...], 'error': str}."""
+    """Outcome counts of one file at one size: {'pass', 'fail', 'skip', 'error': str, 'failed': [(test id,
+    [(rank, [the text of each failure]), ...]), ...]}."""
     with tempfile.TemporaryDirectory() as results:
         prefix = os.path.join(results, "rank")
         args = [str(tests / f"{name}.py"), prefix, "--exclude", *EXCLUDED, "--only", *only]
@@ -169,20 +169,22 @@ def run_file(impl: str, tests: pathlib.Path, name: str, nranks: int, only: list[
     return _combine(per_rank, error)
 
 
+_NOT_RUN = ("fail", ("not run on this rank",))
+
+
 def _combine(per_rank: list[dict | None], error: str) -> dict:
     counts = {"pass": 0, "fail": 0, "skip": 0, "failed": [], "error": error}
     if any(r is None for r in per_rank):
         counts["error"] = error or "a rank wrote no results"
         counts["fail"] += 1
         return counts
-    for test_id, (outcome, detail) in per_rank[0].items():
-        outcomes = [r.get(test_id, ["fail", "not run on this rank"])[0] for r in per_rank]
-        if "fail" in outcomes:
+    for test_id, (outcome, _) in per_rank[0].items():
+        accounts = [r.get(test_id, _NOT_RUN) for r in per_rank]
+        if any(account[0] == "fail" for account in accounts):
             counts["fail"] += 1
-            # Every failing rank's account: the one that failed first need not be rank 0.
-            details = [f"rank {rank}: {r.get(test_id, ['fail', 'not run on this rank'])[1]}"
-                       for rank, r in enumerate(per_rank) if r.get(test_id, ["fail"])[0] == "fail"]
-            counts["failed"].append((test_id, "\n".join(details)))
+            # Every failing rank's failures: the rank that failed first need not be rank 0.
+            counts["failed"].append((test_id, [(rank, texts) for rank, (kind, texts) in enumerate(accounts)
+                                               if kind == "fail"]))
         elif outcome == "skip":
             counts["skip"] += 1
         else:
@@ -198,12 +200,10 @@ def failure_summary(report: dict) -> str:
             if not counts["fail"]:
                 continue
             lines.append(f"failed: {name} at N={n}" + (f": {counts['error'][:400]}" if counts["error"] else ""))
-            for test_id, detail in counts["failed"]:
-                for account in re.split(r"\n(?=rank \d+: )", detail):
-                    rank, _, text = account.partition(": ")
-                    # each failure's last line (a test and its tearDown may both fail: rank_runner keeps both)
-                    lasts = [(part.strip().splitlines() or [""])[-1][:300] for part in text.split("\nthen:\n")]
-                    lines.append(f"    {test_id}, {rank}: " + "; then ".join(lasts))
+            for test_id, failing in counts["failed"]:
+                for rank, texts in failing:  # each failure's last line (a test and its tearDown may both fail)
+                    lasts = [(text.strip().splitlines() or [""])[-1][:300] for text in texts]
+                    lines.append(f"    {test_id}, rank {rank}: " + "; then ".join(lasts))
     return "\n".join(lines)
 
 
@@ -242,8 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         for n, counts in row.items():
             if counts["error"]:
                 print(f"    N={n}: {counts['error'][:400]}")
-            for test_id, detail in counts["failed"]:
-                print(f"    N={n} FAIL {test_id}" + (f"\n{detail}" if options.verbose else ""))
+            for test_id, failing in counts["failed"]:
+                print(f"    N={n} FAIL {test_id}")
+                if options.verbose:
+                    print("\n".join(f"rank {rank}:\n" + "\nthen:\n".join(texts) for rank, texts in failing))
     elapsed = time.monotonic() - started
     print(f"wall time {elapsed:.1f} s; excluded: " + "; ".join(f"{k} ({v})" for k, v in EXCLUDED.items()))
     summary = failure_summary(report)

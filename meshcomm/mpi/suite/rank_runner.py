@@ -2,7 +2,8 @@
 
 Started once per rank by `python -m meshcomm.mpi.suite`; argv: test file, result
 prefix (the rank and .json are appended), --exclude method names, --only method
-names (when given, only those run).
+names (when given, only those run). A failed test's outcome carries the text of
+each of its failures, in order.
 """
 
 from __future__ import annotations
@@ -22,11 +23,16 @@ class _Outcomes(unittest.TestResult):
     def addSuccess(self, test) -> None:
         self.outcomes[test.id()] = ["pass", ""]
 
-    def addFailure(self, test, err) -> None:
+    def _fail(self, test, text: str) -> None:
         # A test whose body and tearDown both fail is reported twice: the first is usually the cause, so both stay.
-        earlier = self.outcomes.get(test.id(), ["", ""])
-        text = self._exc_info_to_string(err, test)[-2000:]
-        self.outcomes[test.id()] = ["fail", f"{earlier[1]}\nthen:\n{text}" if earlier[0] == "fail" else text]
+        outcome = self.outcomes.get(test.id())
+        if outcome is not None and outcome[0] == "fail":
+            outcome[1].append(text)
+        else:
+            self.outcomes[test.id()] = ["fail", [text]]
+
+    def addFailure(self, test, err) -> None:
+        self._fail(test, self._exc_info_to_string(err, test)[-2000:])
 
     addError = addFailure
 
@@ -37,12 +43,12 @@ class _Outcomes(unittest.TestResult):
         self.outcomes[test.id()] = ["pass", "expected failure"]
 
     def addUnexpectedSuccess(self, test) -> None:
-        self.outcomes[test.id()] = ["fail", "unexpected success"]
+        self._fail(test, "unexpected success")
 
     def addSubTest(self, test, subtest, err) -> None:
         if err is not None:
             # unittest reports no success for a test whose subtest failed, so this stays.
-            self.outcomes[test.id()] = ["fail", self._exc_info_to_string(err, test)[-2000:]]
+            self.addFailure(test, err)
 
 
 def _selected(suite, only: set[str], exclude: set[str]):
