@@ -60,18 +60,25 @@ def slot_post_bytes(collective: str) -> int:
     return SLOT_BYTES if collective == "gather" else SLOT_POST_BYTES
 
 
-# A post by reference of its plan's stage_from to STAGE_TO_BYTES is copied into its poster's staging area on the
-# board and out again by its readers. That beats process_vm_readv while the area and the buffers stay in the cache;
+# A post by reference of its plan's stage_from to STAGE_TO_BYTES (or to what it defers, if more) is copied into its
+# poster's staging area on the board and out again by its readers. That beats process_vm_readv while the area and the buffers stay in the cache;
 # smaller, the copy in costs more than it saves. A gather on a host with more ranks than cores that does not push
 # (pushes_gather) stages from its slot's size: its members copy in at once while the root copies out
 # (docs/board.md).
 STAGE_FROM_BYTES = 1 << 20
 STAGE_TO_BYTES = 2 << 20
-# A two-shot all-reduce of STAGED_TWO_SHOT_FROM to STAGE_BYTES among up to _STAGED_TWO_SHOT_RANKS ranks goes through
-# the staging areas whole (stages_two_shot), hence their size: 4 MiB per member, in tmpfs pages touched only when
-# used. From 512 KiB it tied on 2 ranks; above 4 MiB, and among 8 ranks on 2 cores, it lost (docs/board.md).
-STAGE_BYTES = 4 << 20
+# Each member's staging area, in tmpfs pages touched only when used: twice the largest deferred post (defers_to).
+STAGE_BYTES = 8 << 20
+# A staged post that every other member reads may be deferred: its poster does not wait for its readers, and the
+# next goes into the other half of its area (segment.py's _stage_at). With a core per rank, up to DEFER_TO_BYTES:
+# two halves of 2 MiB in turn lost the caches. On a host with more ranks than cores, only a poster that reads
+# nothing (a broadcast's root), up to half its area (docs/board.md).
+DEFER_TO_BYTES = 1 << 20
+# A two-shot all-reduce of STAGED_TWO_SHOT_FROM to STAGED_TWO_SHOT_TO among up to _STAGED_TWO_SHOT_RANKS ranks goes
+# through the staging areas whole (stages_two_shot). From 512 KiB it tied on 2 ranks; above 4 MiB, and among 8
+# ranks on 2 cores, it lost (docs/board.md).
 STAGED_TWO_SHOT_FROM = 768 << 10
+STAGED_TWO_SHOT_TO = 4 << 20
 _STAGED_TWO_SHOT_RANKS = 4
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
 # its readers' copy does not go to sleep just before they finish (benchmarks/results/design-figures-2026-11-25.md).
@@ -179,6 +186,7 @@ class Plan(NamedTuple):
     some_by_reference: bool  # some member's post is too large for a slot (goes_by_reference)
     long_copies: bool  # by reference, and larger than YIELDING_COPY_BYTES: crowded waits sleep instead of yielding
     stage_from: int | None  # its smallest post by reference that is staged, or None (staged_from)
+    defer_to: int  # its largest staged post that is deferred, or 0 (defers_to)
     native: object  # the compiled path's plan (native_plan), or None: the call runs in Python
     pushes: bool = False  # a gather whose members write their blocks into the root's output (pushes_gather)
     stages_two_shot: bool = False  # a two-shot all-reduce through the staging areas (stages_two_shot)
@@ -201,9 +209,11 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
     read = read_from(problem, me)
     own = own_blocks[me] if own_blocks is not None else None
     post_bytes = (problem.input_count(me) - own[1] + own[0] if own is not None else count) * itemsize
-    made = Plan(problem, me, count, read, readers_of(problem, me), compute, algorithm, own_blocks, by_reference,
-                some_by_reference, long_copies, staged_from(problem, me, read, own_blocks, crowded, post_bytes),
-                None)
+    readers = readers_of(problem, me)
+    defer_to = defers_to(problem, read, readers, crowded)
+    made = Plan(problem, me, count, read, readers, compute, algorithm, own_blocks, by_reference,
+                some_by_reference, long_copies,
+                staged_from(problem, me, read, own_blocks, crowded, post_bytes, defer_to), defer_to, None)
     if algorithm == "direct" and pushes_gather(problem, itemsize, crowded):
         # The root waits for every member's post and then for their writes; each member for the root's post.
         members = tuple(m for m in range(problem.nranks) if m != problem.root)
@@ -231,7 +241,7 @@ def stages_two_shot(problem: Problem, itemsize: int) -> bool:
     its own block), reduces its block from the others' areas into its own, and copies the others' results out of
     theirs, all at memory speed; where process_vm_readv and writev would copy 3-4 times slower (docs/board.md)."""
     return (problem.nranks <= _STAGED_TWO_SHOT_RANKS
-            and STAGED_TWO_SHOT_FROM <= problem.count * itemsize <= STAGE_BYTES)
+            and STAGED_TWO_SHOT_FROM <= problem.count * itemsize <= STAGED_TWO_SHOT_TO)
 
 
 # The compiled path's codes (native/_core.c): the reductions it runs, and the element types it reduces.
@@ -298,7 +308,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
                             made.readers, own_blocks, pieces, computes, made.some_by_reference or writes,
                             made.by_reference, writes, made.long_copies,
-                            -1 if made.stage_from is None else made.stage_from,
+                            -1 if made.stage_from is None else made.stage_from, made.defer_to,
                             _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
 
 
@@ -340,8 +350,7 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
     board.yielding = not plan.long_copies
     try:
         deferred = board.post(me, seq, fingerprint, payload, spin, deadline, between, by_reference,
-                              byte_view(output) if writes else None, left_out, plan.stage_from,
-                              len(plan.readers) == plan.problem.nranks - 1 and (not board.crowded or not read))
+                              byte_view(output) if writes else None, left_out, plan.stage_from, plan.defer_to)
         board.wait(me, seq, read, spin, deadline, between)
         member = board.agree(read, seq, fingerprint, writes)
         if member is not None:
@@ -516,18 +525,26 @@ def _compute(board, plan: Plan, seq: int, output: np.ndarray, mine: np.ndarray |
     return target
 
 
+def defers_to(problem: Problem, read: tuple, readers: tuple, crowded: bool) -> int:
+    """The largest staged post of a rank that reads the members `read` and is read by `readers` that it defers
+    (DEFER_TO_BYTES), or 0: none, as some member does not read it, or it reads some on a `crowded` host."""
+    if len(readers) != problem.nranks - 1 or (crowded and read):
+        return 0
+    return STAGE_BYTES // 2 if crowded else DEFER_TO_BYTES
+
+
 def staged_from(problem: Problem, me: int, read: tuple, own_blocks: tuple | None, crowded: bool,
-                post_bytes: int) -> int | None:
+                post_bytes: int, defer_to: int) -> int | None:
     """The smallest post by reference of rank `me` that is staged (segment.py's post), or None: what it stages
-    of its post (`post_bytes`: all but its own block, which only it reads) is above STAGE_TO_BYTES, or it is a
-    rank that never stages (below). On a host with
+    of its post (`post_bytes`: all but its own block, which only it reads) is above STAGE_TO_BYTES and what it
+    defers (`defer_to`), or it is a rank that never stages (below). On a host with
     more ranks than cores, a gather's members stage theirs from where they leave the slots, unless they push them
     (pushes_gather): they copy in at once while the root copies out. A rank that reads nothing and leaves a block
     of its own out (a scatter's root, unless its own block is empty) never stages: each reader reads only its
     part, and staging the whole would come before any of them could start, with nothing of this rank's to do
     meanwhile (docs/board.md)."""
     own = own_blocks[me] if own_blocks is not None else None
-    if post_bytes > STAGE_TO_BYTES or (not read and own is not None and own[0] != own[1]):
+    if post_bytes > max(STAGE_TO_BYTES, defer_to) or (not read and own is not None and own[0] != own[1]):
         return None
     return slot_post_bytes("gather") if crowded and problem.collective == "gather" else STAGE_FROM_BYTES
 

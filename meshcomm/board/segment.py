@@ -35,9 +35,9 @@ first and its address given as 0 (not a two-shot post, whose output the
 members write into): readers copy it out of the staging area with memcpy, which on the
 hosts measured beats process_vm_readv while the area stays in the cache
 (docs/board.md). The protocol is otherwise the same, so the area is free
-again once the poster returns; except that a post every other member reads
-(off a crowded host; on one, only if its poster reads nothing), of at most
-half the area, goes into the half holding the older such post, and its
+again once the poster returns; except that a post every other member reads,
+of at most its plan's `defer_to` bytes and half the area, goes into the
+half holding the older such post, and its
 poster returns without waiting for its readers: it waits before it
 overwrites that half instead (_stage_at). A staged post's output word says
 where in the area its bytes start. A post may also carry where the poster's
@@ -140,7 +140,6 @@ class Board:
                        if native.core else None)
         self._turns = self.native if self.native is not None else _Turns(slots)
         self._yield_seconds = 0.0
-        self.crowded = False  # more ranks than cores on the host (the yield_seconds setter says so)
         # Whether this call's waits yield: a call that copies little, whose peers arrive within microseconds. A
         # large call's waiters would take turns on the cores its copying ranks need.
         self.yielding = False
@@ -198,7 +197,6 @@ class Board:
     @yield_seconds.setter
     def yield_seconds(self, seconds: float) -> None:
         self._yield_seconds = seconds
-        self.crowded = True
         if self.native is not None:
             # Only a host with more ranks than cores sets it; the calls that copy little wait by yielding.
             self.native.set_waits(seconds, True, True)
@@ -208,7 +206,7 @@ class Board:
     def post(self, me: int, seq: int, fingerprint: bytes, payload: memoryview, spin: float, deadline: float,
              between, by_reference: bool = False, output: memoryview | None = None,
              left_out: tuple[int, int] | None = None, stage_from: int | None = None,
-             deferrable: bool = False) -> bool:
+             defer_to: int = 0) -> bool:
         """Publish this member's contribution to call `seq` and wake the members asleep on the board.
 
         `by_reference`: publish where `payload` is instead of its bytes (it may be larger than a slot); the
@@ -218,8 +216,8 @@ class Board:
         where the members may write this member's results (write_into), also until they finish. `left_out`: bytes
         [start, stop) of `payload` that nobody reads, which a slot skips, holding the bytes after them straight
         after the bytes before them, and which staging skips, leaving their place in the area to its poster.
-        `deferrable`: staging may defer this post (_stage_at): every other member reads it, and on a host with
-        more ranks than cores its poster reads nothing.
+        `defer_to`: staging defers a post of up to that many bytes (_stage_at); every other member reads it
+        (board/run.py's defers_to).
 
         Returns whether the post was staged and deferred: its poster need not wait for its readers
         (wait_finished), since it waits before it overwrites that half of its area.
@@ -233,7 +231,7 @@ class Board:
         """
         nbytes = payload.nbytes
         staged = by_reference and stage_from is not None and output is None and stage_from <= nbytes <= self.stage_bytes
-        at, deferred = self._stage_at(me, nbytes, deferrable, spin, deadline, between) if staged else (0, False)
+        at, deferred = self._stage_at(me, nbytes, defer_to, spin, deadline, between) if staged else (0, False)
         oldest = self._turns.oldest_unread()
         if oldest >= 0:
             latest = self._latest
@@ -283,16 +281,16 @@ class Board:
         self._wake_others(me)
         return deferred
 
-    def _stage_at(self, me: int, nbytes: int, deferrable: bool, spin: float, deadline: float,
+    def _stage_at(self, me: int, nbytes: int, defer_to: int, spin: float, deadline: float,
                   between) -> tuple[int, bool]:
-        """(Where in this member's staging area a post of `nbytes` goes, whether it is deferred): a `deferrable`
-        post within half the area goes into the half whose last deferred post is older, and its poster returns
+        """(Where in this member's staging area a post of `nbytes` goes, whether it is deferred): a post of up
+        to `defer_to` bytes, and within half the area, goes into the half whose last deferred post is older, and its poster returns
         without waiting for its readers; any other goes at the area's start, its readers waited for. Either way,
         it first waits until every other member has finished reading the deferred posts it overwrites
         (docs/board.md)."""
         half = self.stage_bytes // 2
         deferred = self._deferred[me]
-        defer = deferrable and nbytes <= half
+        defer = nbytes <= min(defer_to, half)
         newer = 1 if deferred[1] > deferred[0] else 0
         for h in (0, 1):
             if deferred[h] and (not defer or h != newer):

@@ -338,6 +338,7 @@ typedef struct {
     int writes;             /* the two-shot all-reduce: all post by reference, and write into each other's outputs */
     int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
     Py_ssize_t stage_from;  /* its smallest post by reference staged, or -1: none (board/run.py's staged_from) */
+    Py_ssize_t defer_to;    /* its largest staged post deferred, or 0 (board/run.py's defers_to) */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;
@@ -403,7 +404,8 @@ static int *other_members(PyObject *sequence, int me, int nmembers, int *count, 
 }
 
 /* Plan(me, nmembers, reducing, lo, hi, published, own_lo, own_hi, read, readers, own_blocks, pieces, computes,
- *      some_by_reference, by_reference, writes, long_copies, stage_from, type, op, itemsize, fingerprint): sequences
+ *      some_by_reference, by_reference, writes, long_copies, stage_from, defer_to, type, op, itemsize,
+ *      fingerprint): sequences
  *      flat (own_blocks: 2 per member or empty; pieces: 4 per piece). */
 static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     PyObject *read, *readers, *own_blocks, *pieces;
@@ -413,11 +415,11 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppniiiy*", &self->me, &self->nmembers, &self->reducing, &self->lo,
-                          &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers, &own_blocks,
-                          &pieces, &self->computes, &self->some_by_reference, &self->by_reference, &self->writes,
-                          &self->long_copies, &self->stage_from, &self->type, &self->op, &self->itemsize,
-                          &fingerprint))
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppnniiiy*", &self->me, &self->nmembers, &self->reducing,
+                          &self->lo, &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers,
+                          &own_blocks, &pieces, &self->computes, &self->some_by_reference, &self->by_reference,
+                          &self->writes, &self->long_copies, &self->stage_from, &self->defer_to, &self->type,
+                          &self->op, &self->itemsize, &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
         PyBuffer_Release(&fingerprint);
@@ -880,14 +882,15 @@ static int reduce_and_write(BoardObject *b, PlanObject *p, const char *input, Py
     return 0;
 }
 
-/* Where in its staging area this member stages a post of `nbytes` (segment.py's _stage_at): a `deferrable` one
- * within half the area in the half whose last deferred post is older, deferred; any other at its start, waited for.
+/* Where in its staging area this member stages a post of `nbytes` (segment.py's _stage_at): one of up to `defer_to`
+ * bytes within half the area in the half whose last deferred post is older, deferred; any other at its start,
+ * waited for.
  * Either way, once every other member has finished reading the deferred posts it overwrites. -1 with an error set. */
-static Py_ssize_t stage_at(BoardObject *b, int me, Py_ssize_t nbytes, int deferrable, int *defer, double spin,
+static Py_ssize_t stage_at(BoardObject *b, int me, Py_ssize_t nbytes, Py_ssize_t defer_to, int *defer, double spin,
                            double deadline, PyObject *between, const uint64_t *call_seq) {
     Py_ssize_t half = b->stage_bytes / 2;
     uint64_t *deferred = deferred_of(b, me);
-    *defer = deferrable && nbytes <= half;
+    *defer = nbytes <= defer_to && nbytes <= half;
     int newer = deferred[1] > deferred[0];
     for (int h = 0; h < 2; h++) {
         if (deferred[h] && (!*defer || h != newer)) {
@@ -940,9 +943,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
                  nbytes <= b->stage_bytes; /* segment.py */
     Py_ssize_t at = 0;
     if (staged) {
-        /* every other member reads it; on a crowded host, only a poster that reads nothing defers */
-        int deferrable = p->nreaders == b->nmembers - 1 && (!b->crowded || p->nread == 0);
-        at = stage_at(b, me, nbytes, deferrable, &deferred, spin, deadline, between, call_seq);
+        at = stage_at(b, me, nbytes, p->defer_to, &deferred, spin, deadline, between, call_seq);
         if (at < 0) goto finally;
     }
     /* post: the slot it takes held its call `slots` calls ago, which every member has read once it posted the

@@ -11,10 +11,11 @@ from meshcomm import ReduceOp
 from meshcomm.errors import CollectiveMismatchError
 from meshcomm.board.run import _PIECE_BYTES
 from meshcomm.board.run import SLOT_BYTES as BOARD_SLOT_BYTES
+from meshcomm.board.run import DEFER_TO_BYTES as BOARD_DEFER_TO_BYTES
 from meshcomm.board.run import STAGE_BYTES as BOARD_STAGE_BYTES
 from meshcomm.board.run import STAGE_FROM_BYTES as BOARD_STAGE_FROM_BYTES
 from meshcomm.board.run import STAGE_TO_BYTES as BOARD_STAGE_TO_BYTES
-from meshcomm.board.run import STAGED_TWO_SHOT_FROM
+from meshcomm.board.run import STAGED_TWO_SHOT_FROM, STAGED_TWO_SHOT_TO
 from tests.ranks import Cluster
 
 BOARD_COUNT = 1001  # int64: 8 KB, on the board
@@ -28,8 +29,8 @@ UNSTAGED_COUNT = BOARD_STAGE_TO_BYTES // 8 + 1
 # Enough int64s that each of up to 4 ranks' two-shot blocks spans several pieces, the last one partial: through
 # the staging areas among up to 4 ranks.
 PIECES_COUNT = 4 * (2 * _PIECE_BYTES // 8 + 3)
-# A two-shot all-reduce larger than a staging area: read and written in each other's memory again.
-TWO_SHOT_UNSTAGED_COUNT = BOARD_STAGE_BYTES // 8 + 5
+# A two-shot all-reduce larger than goes through the staging areas: read and written in each other's memory again.
+TWO_SHOT_UNSTAGED_COUNT = STAGED_TWO_SHOT_TO // 8 + 5
 
 
 def values(rank: int, count: int, salt: int = 0) -> np.ndarray:
@@ -244,17 +245,17 @@ def test_posts_of_one_to_two_mib_are_staged_and_other_posts_by_reference_are_rea
     assert cluster.run(scatter_root_post_staged, STAGED_COUNT, timeout=120) == [None] + [False] * (cluster.size - 1)
 
 
-def broadcasts_read_late(signal: str) -> list[bool] | None:
-    """Rank 0 broadcasts three staged buffers, and says so in file `signal` once it has returned from two; the
-    others read none of them before that. The others: whether each broadcast they received holds what rank 0
-    sent."""
+def broadcasts_read_late(signal: str, count: int) -> list[bool] | None:
+    """Rank 0 broadcasts three staged buffers of `count` int64s, and says so in file `signal` once it has returned
+    from two; the others read none of them before that. The others: whether each broadcast they received holds what
+    rank 0 sent."""
     import os
     import time
 
     dist.broadcast(np.zeros(4, np.int64), src=0, algorithm="direct")  # every rank maps the board first
     if dist.get_rank() == 0:
         for salt in range(3):
-            dist.broadcast(values(0, STAGED_COUNT, salt), src=0, algorithm="direct")
+            dist.broadcast(values(0, count, salt), src=0, algorithm="direct")
             if salt == 1:
                 open(signal, "w").close()
         return None
@@ -266,17 +267,23 @@ def broadcasts_read_late(signal: str) -> list[bool] | None:
     time.sleep(0.2)  # rank 0 is on its third by now, which stages where the first was once all have read it
     received = []
     for salt in range(3):
-        got = np.zeros(STAGED_COUNT, np.int64)
+        got = np.zeros(count, np.int64)
         dist.broadcast(got, src=0, algorithm="direct")
-        received.append(bool(np.array_equal(got, values(0, STAGED_COUNT, salt))))
+        received.append(bool(np.array_equal(got, values(0, count, salt))))
     return received
 
 
 @pytest.mark.parametrize("nranks", [2, 3])  # 3 outnumber the cores of a 2-core host: a root still need not wait
 def test_a_staged_broadcast_returns_before_its_readers_read_it_and_its_area_waits_for_them(tmp_path, nranks) -> None:
+    import os
+
+    # A root with a core per rank defers posts up to DEFER_TO_BYTES; one among more ranks than cores, up to half
+    # its staging area (board/run.py's defers_to): the largest of each.
+    crowded = nranks > (os.cpu_count() or 1)
+    count = (BOARD_STAGE_BYTES // 2 if crowded else BOARD_DEFER_TO_BYTES) // 8
     cluster = Cluster(nranks)
     try:
-        results = cluster.run(broadcasts_read_late, str(tmp_path / "returned"), timeout=90)
+        results = cluster.run(broadcasts_read_late, str(tmp_path / "returned"), count, timeout=90)
         assert results == [None] + [[True] * 3] * (nranks - 1)
     finally:
         cluster.close()
@@ -372,7 +379,7 @@ def two_shot_how(count: int) -> tuple | None:
 def test_two_shot_all_reduces_of_768_kib_to_4_mib_among_up_to_4_ranks_go_through_the_staging_areas(cluster) -> None:
     others = cluster.size - 1
     for count, staged in ((STAGED_TWO_SHOT_FROM // 8 - 1, False), (STAGED_TWO_SHOT_FROM // 8, True),
-                          (BOARD_STAGE_BYTES // 8, True), (TWO_SHOT_UNSTAGED_COUNT, False)):
+                          (STAGED_TWO_SHOT_TO // 8, True), (TWO_SHOT_UNSTAGED_COUNT, False)):
         results = cluster.run(two_shot_how, count, timeout=120)
         if others:
             assert results == [([staged] * others, [staged] * others)] * cluster.size, count

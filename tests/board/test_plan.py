@@ -68,8 +68,28 @@ def test_a_gathers_posts_are_staged_from_a_slots_size_only_on_a_crowded_host() -
     assert stage_from("all_to_all", (past_staging // 3 - 1,) * 16, 1, crowded=False) == run.STAGE_FROM_BYTES
 
 
-def test_two_shot_all_reduces_go_through_the_staging_areas_from_768_kib_to_a_whole_area_among_up_to_4_ranks() -> None:
-    least, most = run.STAGED_TWO_SHOT_FROM // 4, run.STAGE_BYTES // 4  # float32s
+def test_staged_posts_every_other_member_reads_are_deferred_up_to_1_mib_or_a_crowded_root_s_up_to_half_its_area():
+    def planned(collective: str, counts: tuple, me: int, crowded: bool) -> run.Plan:
+        return run.plan(problem_of(collective, 4, counts), me, 8, crowded=crowded)
+
+    block = run.STAGE_FROM_BYTES // 8  # float64s: staged
+    for collective, counts in (("all_gather", (block,) * 4), ("broadcast", (block,))):
+        assert planned(collective, counts, 0, crowded=False).defer_to == run.DEFER_TO_BYTES
+    # on a crowded host only a poster that reads nothing (a broadcast's root) defers, up to half its area
+    assert planned("broadcast", (block,), 0, crowded=True).defer_to == run.STAGE_BYTES // 2
+    assert planned("broadcast", (block,), 1, crowded=True).defer_to == 0
+    assert planned("all_gather", (block,) * 4, 0, crowded=True).defer_to == 0
+    # a post only the root reads is never deferred
+    assert planned("gather", (block,) * 4, 1, crowded=False).defer_to == 0
+    # so a crowded root stages posts past STAGE_TO_BYTES that it defers, and no larger ones
+    deferred, past = run.STAGE_BYTES // 2 // 8, run.STAGE_BYTES // 2 // 8 + 1
+    assert planned("broadcast", (deferred,), 0, crowded=True).stage_from == run.STAGE_FROM_BYTES
+    assert planned("broadcast", (past,), 0, crowded=True).stage_from is None
+    assert planned("broadcast", (deferred,), 0, crowded=False).stage_from is None
+
+
+def test_two_shot_all_reduces_go_through_the_staging_areas_from_768_kib_to_4_mib_among_up_to_4_ranks() -> None:
+    least, most = run.STAGED_TWO_SHOT_FROM // 4, run.STAGED_TWO_SHOT_TO // 4  # float32s
 
     def planned(nranks: int, count: int, me: int = 1) -> run.Plan:
         return run.plan(problem_of("all_reduce", nranks, (count,)), me, 4, "two_shot", "float32", "sum", b"f" * 16)
