@@ -61,10 +61,10 @@ def slot_post_bytes(collective: str) -> int:
 
 
 # A post by reference of its plan's stage_from to STAGE_TO_BYTES (or to what it defers, if more) is copied into its
-# poster's staging area on the board and out again by its readers. That beats process_vm_readv while the area and the buffers stay in the cache;
-# smaller, the copy in costs more than it saves. A gather on a host with more ranks than cores that does not push
-# (pushes_gather) stages from its slot's size: its members copy in at once while the root copies out
-# (docs/board.md).
+# poster's staging area on the board and out again by its readers. That beats process_vm_readv while the area and
+# the buffers stay in the cache; smaller, the copy in costs more than it saves. A gather on a host with more ranks
+# than cores that does not push (pushes_gather) stages from its slot's size: its members copy in at once while the
+# root copies out (docs/board.md).
 STAGE_FROM_BYTES = 1 << 20
 STAGE_TO_BYTES = 2 << 20
 # Each member's staging area, in tmpfs pages touched only when used: twice the largest deferred post (defers_to).

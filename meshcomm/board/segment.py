@@ -284,10 +284,10 @@ class Board:
     def _stage_at(self, me: int, nbytes: int, defer_to: int, spin: float, deadline: float,
                   between) -> tuple[int, bool]:
         """(Where in this member's staging area a post of `nbytes` goes, whether it is deferred): a post of up
-        to `defer_to` bytes, and within half the area, goes into the half whose last deferred post is older, and its poster returns
-        without waiting for its readers; any other goes at the area's start, its readers waited for. Either way,
-        it first waits until every other member has finished reading the deferred posts it overwrites
-        (docs/board.md)."""
+        to `defer_to` bytes, and within half the area, goes into the half whose last deferred post is older, and
+        its poster returns without waiting for its readers; any other goes at the area's start, its readers
+        waited for. Either way, it first waits until every other member has finished reading the deferred posts it
+        overwrites (docs/board.md)."""
         half = self.stage_bytes // 2
         deferred = self._deferred[me]
         defer = nbytes <= min(defer_to, half)
