@@ -19,7 +19,7 @@ def _compiler() -> str | None:
     import shutil
     import sysconfig
 
-    command = sysconfig.get_config_var("CC") or "cc"
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"  # the compiler the build used
     return shutil.which(shlex.split(command)[0])
 
 
