@@ -44,8 +44,28 @@ def installation() -> str:
         f"meshcomm {_version.__version__} on Python {sys.version.split()[0]}, numpy {np.__version__}",
         f"per-call path: {native.describe()}",
         f"cores: {os.cpu_count()}",
-        f"shared memory: {'yes' if shm.available() else 'no'} ({shm.DIRECTORY}); futex: "
+        f"shared memory: {'yes' if shm.available() else 'no'} ({shm.DIRECTORY}{shared_memory_room()}); futex: "
         f"{'yes' if futex.available() else 'no'}; cross-memory attach: "
         f"{'yes' if cma.expected_between_siblings() else 'no'}",
         f"optional packages: {optional}",
     ])
+
+
+def shared_memory_room() -> str:
+    """How much of the shared-memory filesystem is free, beside what a group's board takes per rank at most: a
+    board whose touched pages outgrow it kills its ranks with SIGBUS (docs/board.md)."""
+    import os
+
+    from meshcomm.board import run as board_run
+    from meshcomm.board import segment
+    from meshcomm.transport import shm
+
+    try:
+        stats = os.statvfs(shm.DIRECTORY)
+    except OSError:
+        return ""
+    free = stats.f_bavail * stats.f_frsize
+    per_rank = (segment.board_bytes(2, board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES)
+                - segment.board_bytes(1, board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES))
+    return (f", {free / 2**20:,.0f} MiB free: whole boards for {free // per_rank:,} ranks, as a group's board takes "
+            f"up to {per_rank / 2**20:.0f} MiB per rank, in pages touched only when used")
