@@ -86,8 +86,13 @@ _JOIN_SLICE = 0.1  # a member waiting for the others to map the board looks at t
 SLOTS = 16  # per member: how many board calls a member that reads nothing may run ahead, plus one
 
 
+def member_bytes(slot_bytes: int, slots: int, stage_bytes: int = 0) -> int:
+    """What each member adds to a board: its slots with their headers, and its staging area."""
+    return slots * (_HEADER + slot_bytes) + stage_bytes
+
+
 def board_bytes(nmembers: int, slot_bytes: int, slots: int, stage_bytes: int = 0) -> int:
-    return _PAGE + nmembers * (slots * (_HEADER + slot_bytes) + stage_bytes)
+    return _PAGE + nmembers * member_bytes(slot_bytes, slots, stage_bytes)
 
 
 class Board:

@@ -65,7 +65,6 @@ def shared_memory_room() -> str:
     except OSError:
         return ""
     free = stats.f_bavail * stats.f_frsize
-    per_rank = (segment.board_bytes(2, board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES)
-                - segment.board_bytes(1, board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES))
+    per_rank = segment.member_bytes(board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES)
     return (f", {free / 2**20:,.0f} MiB free: whole boards for {free // per_rank:,} ranks, as a group's board takes "
             f"up to {per_rank / 2**20:.0f} MiB per rank, in pages touched only when used")

@@ -10,8 +10,7 @@ from meshcomm.cli import doctor
 
 
 def test_doctor_says_how_many_ranks_whole_boards_fit_in_the_free_shared_memory(monkeypatch) -> None:
-    one, two = (segment.board_bytes(n, board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES) for n in (1, 2))
-    per_rank = two - one
+    per_rank = segment.member_bytes(board_run.SLOT_BYTES, segment.SLOTS, board_run.STAGE_BYTES)
 
     class Filesystem:  # 2.5 ranks' boards free, in 4 KiB blocks
         f_frsize = 4096

@@ -141,6 +141,18 @@ class Counter:
         """The counter's value, after which it grows by `incr` (default: the step)."""
         return self._live().fetch_and_op(self._root, 0, self._step if incr is None else incr)
 
+    def _add_if(self, incr, allowed) -> bool:
+        """Add `incr` if `allowed(value)`, atomically (compare and swap, again while others change it): whether it
+        did. A refused change is never made, so nobody sees the value leave its bounds even briefly."""
+        cells = self._live()
+        current = self.next(0)
+        while allowed(current):
+            seen = cells.compare_and_swap(self._root, 0, current, current + incr)
+            if seen == current:
+                return True
+            current = seen
+        return False
+
     def __iter__(self) -> "Counter":
         return self
 
@@ -349,7 +361,7 @@ class Semaphore:
     def acquire(self, blocking: bool = True) -> bool:
         deadline = _deadline()
         while True:
-            if self._add(-1, lambda current: current > 0):
+            if self._counter._add_if(-1, lambda current: current > 0):
                 return True
             if not blocking:
                 return False
@@ -360,20 +372,8 @@ class Semaphore:
     def release(self, n: int = 1) -> None:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        if not self._add(n, lambda current: not self._bounded or current + n <= self._value):
+        if not self._counter._add_if(n, lambda current: not self._bounded or current + n <= self._value):
             raise ValueError(f"semaphore released too many times (would exceed its value {self._value})")
-
-    def _add(self, n: int, allowed) -> bool:
-        """Add `n` to the count if `allowed(count)`, atomically (compare and swap, again while others change it):
-        whether it did. A refused change is never made, so nobody sees the count leave its bounds even briefly."""
-        cells, root = self._counter._live(), self._counter._root
-        current = self._counter.next(0)
-        while allowed(current):
-            seen = cells.compare_and_swap(root, 0, current, current + n)
-            if seen == current:
-                return True
-            current = seen
-        return False
 
     def __enter__(self) -> "Semaphore":
         self.acquire()
