@@ -76,8 +76,10 @@ STAGE_BYTES = 8 << 20
 DEFER_TO_BYTES = 1 << 20
 # A two-shot all-reduce of STAGED_TWO_SHOT_FROM to STAGED_TWO_SHOT_TO among up to _STAGED_TWO_SHOT_RANKS ranks goes
 # through the staging areas whole (stages_two_shot). From 512 KiB it tied on 2 ranks; above 4 MiB, and among 8
-# ranks on 2 cores, it lost (docs/board.md).
+# ranks on 2 cores, it lost. On a host with more ranks than cores it won from CROWDED_STAGED_TWO_SHOT_FROM, where
+# each rank's copies are its own and it waits on nobody's reads or writes of its memory (docs/board.md).
 STAGED_TWO_SHOT_FROM = 768 << 10
+CROWDED_STAGED_TWO_SHOT_FROM = 16 << 10
 STAGED_TWO_SHOT_TO = 4 << 20
 _STAGED_TWO_SHOT_RANKS = 4
 # Bytes per second a reader copies out of a poster's memory: a low estimate, so that a poster spinning through
@@ -219,7 +221,7 @@ def plan(problem: Problem, me: int, itemsize: int, algorithm: str = "direct", dt
         members = tuple(m for m in range(problem.nranks) if m != problem.root)
         read = members if me == problem.root else (problem.root,)
         made = made._replace(read=read, readers=read, pushes=True)
-    if algorithm == "two_shot" and stages_two_shot(problem, itemsize):
+    if algorithm == "two_shot" and stages_two_shot(problem, itemsize, crowded):
         made = made._replace(stages_two_shot=True)
     return made._replace(native=native_plan(made, itemsize, dtype, op, fingerprint)) if fingerprint else made
 
@@ -236,12 +238,13 @@ def pushes_gather(problem: Problem, itemsize: int, crowded: bool) -> bool:
     return not (crowded and staged)
 
 
-def stages_two_shot(problem: Problem, itemsize: int) -> bool:
+def stages_two_shot(problem: Problem, itemsize: int, crowded: bool) -> bool:
     """Whether a two-shot all-reduce goes through the members' staging areas: each copies its input there (less
     its own block), reduces its block from the others' areas into its own, and copies the others' results out of
-    theirs, all at memory speed; where process_vm_readv and writev would copy 3-4 times slower (docs/board.md)."""
-    return (problem.nranks <= _STAGED_TWO_SHOT_RANKS
-            and STAGED_TWO_SHOT_FROM <= problem.count * itemsize <= STAGED_TWO_SHOT_TO)
+    theirs, all at memory speed; where process_vm_readv and writev would copy 3-4 times slower (docs/board.md).
+    `crowded`: the host has more ranks than cores."""
+    least = CROWDED_STAGED_TWO_SHOT_FROM if crowded else STAGED_TWO_SHOT_FROM
+    return problem.nranks <= _STAGED_TWO_SHOT_RANKS and least <= problem.count * itemsize <= STAGED_TWO_SHOT_TO
 
 
 # The compiled path's codes (native/_core.c): the reductions it runs, and the element types it reduces.
@@ -262,15 +265,16 @@ YIELDING_COPY_BYTES = 4 << 20
 
 def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
     """The compiled path's plan for a call, or None: it runs in Python (a direct reduction with posts by reference,
-    a pushed gather, a two-shot all-reduce through the staging areas or above COMPILED_TWO_SHOT_BYTES, complex
-    numbers and float8 reduced, or no extension built)."""
+    a pushed gather, a two-shot all-reduce above COMPILED_TWO_SHOT_BYTES that does not go through the staging
+    areas, complex numbers and float8 reduced, or no extension built)."""
     problem, me = made.problem, made.me
     c = problem.collective
     reducing = c in _REDUCING
-    writes = made.algorithm == "two_shot"
-    if native.core is None or made.pushes or made.stages_two_shot:
+    staged = made.stages_two_shot
+    writes = made.algorithm == "two_shot" and not staged
+    if native.core is None or made.pushes:
         return None
-    if made.some_by_reference and reducing and not writes:
+    if made.some_by_reference and reducing and not (writes or staged):
         return None
     if writes and made.count * itemsize > COMPILED_TWO_SHOT_BYTES:
         return None
@@ -279,7 +283,7 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     computes = made.compute is not _nothing
     lo = hi = 0
     pieces: list[int] = []
-    if writes:
+    if writes or staged:
         lo, hi = block_bounds(problem.count, problem.nranks)[me : me + 2]
     elif reducing:
         lo, hi = (problem.offsets()[me], problem.offsets()[me + 1]) if c == "reduce_scatter" else (0, problem.count)
@@ -305,11 +309,16 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
         pieces = mine + pieces
     own_lo, own_hi = made.own_blocks[me] if made.own_blocks is not None else (-1, -1)
     own_blocks = [bound for block in made.own_blocks for bound in block] if made.own_blocks is not None else []
-    return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, made.count, own_lo, own_hi, made.read,
-                            made.readers, own_blocks, pieces, computes, made.some_by_reference or writes,
-                            made.by_reference, writes, made.long_copies,
-                            -1 if made.stage_from is None else made.stage_from, made.defer_to,
-                            _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize, fingerprint)
+    published, stage_from, defer_to = made.count, made.stage_from, made.defer_to
+    if staged:  # its input staged whole less the block it reduces into that place (_run_staged_two_shot)
+        own_lo, own_hi, published, stage_from, defer_to = lo, hi, made.count - (hi - lo), 0, 0
+        bounds = block_bounds(problem.count, problem.nranks)
+        own_blocks = [bound for m in range(problem.nranks) for bound in bounds[m : m + 2]]
+    return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, published, own_lo, own_hi, made.read,
+                            made.readers, own_blocks, pieces, computes, made.some_by_reference or writes or staged,
+                            made.by_reference, writes, made.long_copies, -1 if stage_from is None else stage_from,
+                            defer_to, staged, _NATIVE_TYPES.get(dtype, 4), _NATIVE_OPS.get(op, 0), itemsize,
+                            fingerprint)
 
 
 def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine | None,
@@ -390,10 +399,8 @@ def _run_staged_two_shot(board, plan: Plan, seq: int, fingerprint: bytes, buffer
     results out of that member's area; and returns once every member has copied its block out of its area. An
     all_reduce runs in place: each piece of its own block is read before it is written, and the rest of its input
     only to stage it, so nothing goes aside."""
-    me, n, count = plan.me, plan.problem.nranks, plan.problem.count
-    inputs, output = buffers["input"], buffers["output"]
-    bounds = block_bounds(count, n)
-    lo, hi = bounds[me], bounds[me + 1]
+    me, n, inputs = plan.me, plan.problem.nranks, buffers["input"]
+    lo, hi = block_bounds(plan.problem.count, n)[me : me + 2]
     others = tuple(m for m in range(n) if m != me)
     deadline = time.monotonic() + timeout
     board.yielding = not plan.long_copies
@@ -404,26 +411,37 @@ def _run_staged_two_shot(board, plan: Plan, seq: int, fingerprint: bytes, buffer
         member = board.agree(others, seq, fingerprint)
         if member is not None:
             raise _mismatch(group_name, seq, fingerprint, member, board.fingerprint(member, seq), "")
-        areas = [inputs if m == me else board.staged(m, inputs.dtype, count) for m in range(n)]
-        results = board.staged(me, inputs.dtype, count)
-        step = max(1, _PIECE_BYTES // inputs.itemsize)
-        for start in range(lo, hi, step):
-            stop = min(start + step, hi)
-            piece = results[start:stop]
-            piece[...] = areas[0][start:stop]
-            for m in range(1, n):
-                combine(piece, areas[m][start:stop])
-            output[start:stop] = piece
-        board.post_result(me, seq)
-        board.wait_results(me, seq, others, spin, deadline, between)
-        for m in others:
-            output[bounds[m] : bounds[m + 1]] = areas[m][bounds[m] : bounds[m + 1]]
-        board.finish(me, seq)
-        board.wait_finished(me, seq, others, spin, deadline, between)
+        _reduce_staged(board, plan, seq, buffers, combine, lo, spin, deadline, between)
     except TimeoutError as exc:
         raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
     except CollectiveMismatchError as exc:
         raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+
+
+def _reduce_staged(board, plan: Plan, seq: int, buffers: dict, combine: Combine, start: int, spin: float,
+                   deadline: float, between) -> None:
+    """A staged two-shot all-reduce from element `start` of this rank's block on, once every member has staged its
+    input (_run_staged_two_shot; the compiled path leaves it at `start` when numpy's bits are not certain there)."""
+    me, n, count = plan.me, plan.problem.nranks, plan.problem.count
+    inputs, output = buffers["input"], buffers["output"]
+    bounds = block_bounds(count, n)
+    others = tuple(m for m in range(n) if m != me)
+    areas = [inputs if m == me else board.staged(m, inputs.dtype, count) for m in range(n)]
+    results = board.staged(me, inputs.dtype, count)
+    step = max(1, _PIECE_BYTES // inputs.itemsize)
+    for lo in range(start, bounds[me + 1], step):
+        hi = min(lo + step, bounds[me + 1])
+        piece = results[lo:hi]
+        piece[...] = areas[0][lo:hi]
+        for m in range(1, n):
+            combine(piece, areas[m][lo:hi])
+        output[lo:hi] = piece
+    board.post_result(me, seq)
+    board.wait_results(me, seq, others, spin, deadline, between)
+    for m in others:
+        output[bounds[m] : bounds[m + 1]] = areas[m][bounds[m] : bounds[m + 1]]
+    board.finish(me, seq)
+    board.wait_finished(me, seq, others, spin, deadline, between)
 
 
 def _run_pushed(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, timeout: float, spin: float, between,
@@ -597,13 +615,16 @@ def settle(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combi
 
 def _finish_two_shot(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine,
                      timeout: float, deadline: float, between, group_name: str, start: int) -> None:
-    """The rest of a two-shot call the compiled path left at element `start` of this rank's block: reduced and
-    written by numpy from there, then what run() does after computing (say it finished, wait for the writers)."""
-    output = buffers["output"]
-    posts = _Posts(board, seq, output.dtype, plan.me, buffers["input"], plan.own_blocks,
-                   lambda member, exc: _poster_lost(member, exc, deadline, between))
+    """The rest of a two-shot call the compiled path left at element `start` of this rank's block: reduced by numpy
+    from there, then what run() does after computing (say it finished, wait for the writers), or the rest of
+    _run_staged_two_shot."""
     try:
-        _two_shot(plan.problem, plan.me, start)(posts, output, combine)
+        if plan.stages_two_shot:
+            _reduce_staged(board, plan, seq, buffers, combine, start, 0.0, deadline, between)
+            return
+        posts = _Posts(board, seq, buffers["output"].dtype, plan.me, buffers["input"], plan.own_blocks,
+                       lambda member, exc: _poster_lost(member, exc, deadline, between))
+        _two_shot(plan.problem, plan.me, start)(posts, buffers["output"], combine)
         board.finish(plan.me, seq)
         board.wait_finished(plan.me, seq, plan.readers, 0.0, deadline, between)
     except TimeoutError as exc:

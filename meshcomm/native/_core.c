@@ -1,8 +1,8 @@
 /* meshcomm's compiled hot path: one board call from post to result, and the system calls under it.
  *
- * The board's layout and protocol are meshcomm/board/segment.py's; this file runs the same steps for a call
- * whose posts all fit in slots (docs/native.md). Anything else (posts by reference, the two-shot all-reduce,
- * a dtype or op not served here) stays on the Python path, which shares this object's turn counters. A Lane runs a
+ * The board's layout and protocol are meshcomm/board/segment.py's; this file runs the same steps for the board
+ * calls docs/native.md lists. The rest (a direct reduction by reference, a pushed gather, a dtype or op not served
+ * here) stays on the Python path, which shares this object's turn counters. A Lane runs a
  * face's repeated call of one shape from the face's arguments to the result (meshcomm/group/lanes.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -339,6 +339,8 @@ typedef struct {
     int long_copies;        /* by reference, with buffers above YIELDING_COPY_BYTES (board/run.py): waits never yield */
     Py_ssize_t stage_from;  /* its smallest post by reference staged, or -1: none (board/run.py's staged_from) */
     Py_ssize_t defer_to;    /* its largest staged post deferred, or 0 (board/run.py's defers_to) */
+    int stages_two_shot;    /* the two-shot all-reduce through the staging areas: its input staged less its block
+                             * [lo, hi), which it reduces into its area (board/run.py's stages_two_shot) */
     Py_ssize_t *own_blocks; /* each member's [lo, hi) left out of its slot (2 per member), or NULL */
     int npieces;            /* copies: member, start in its post, count, where in the output */
     Py_ssize_t *pieces;
@@ -415,10 +417,11 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is made once");
         return -1;
     }
-    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppnniiiy*", &self->me, &self->nmembers, &self->reducing,
+    if (!PyArg_ParseTuple(args, "iipnnnnnOOOOpppppnnpiiiy*", &self->me, &self->nmembers, &self->reducing,
                           &self->lo, &self->hi, &self->published, &self->own_lo, &self->own_hi, &read, &readers,
                           &own_blocks, &pieces, &self->computes, &self->some_by_reference, &self->by_reference,
-                          &self->writes, &self->long_copies, &self->stage_from, &self->defer_to, &self->type,
+                          &self->writes, &self->long_copies, &self->stage_from, &self->defer_to,
+                          &self->stages_two_shot, &self->type,
                           &self->op, &self->itemsize, &fingerprint))
         return -1;
     if (fingerprint.len != 16) {
@@ -433,7 +436,7 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "the plan's bounds are not those of a board call");
         return -1;
     }
-    if (self->some_by_reference && self->reducing && !self->writes) {
+    if (self->some_by_reference && self->reducing && !self->writes && !self->stages_two_shot) {
         PyErr_SetString(PyExc_ValueError, "a direct reduction with posts by reference runs in Python");
         return -1;
     }
@@ -443,6 +446,11 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
     }
     if (self->writes && !(self->reducing && self->some_by_reference && self->own_lo < 0)) {
         PyErr_SetString(PyExc_ValueError, "a two-shot plan reduces posts by reference, with no block left out");
+        return -1;
+    }
+    if (self->stages_two_shot && !(self->reducing && self->by_reference && !self->writes && self->own_lo == self->lo &&
+                                   self->own_hi == self->hi && self->stage_from == 0 && self->defer_to == 0)) {
+        PyErr_SetString(PyExc_ValueError, "a staged two-shot plan stages its input less the block it reduces");
         return -1;
     }
     if (!(self->read = other_members(read, self->me, self->nmembers, &self->nread, "read"))) return -1;
@@ -506,6 +514,8 @@ static inline uint32_t *bell_of(BoardObject *b, int m) { return (uint32_t *)(b->
 static inline uint32_t *sleeping_of(BoardObject *b, int m) { return (uint32_t *)(b->base + m * LINE + 4); }
 static inline uint64_t *latest_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 8); }
 static inline uint64_t *finished_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 16); }
+/* seq + 1 of the staged two-shot call whose block of results this member last put in its area (segment.py's) */
+static inline uint64_t *results_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 24); }
 /* seq + 1 of the call this member last staged in each half of its area without waiting for its readers (0: none);
  * segment.py's _deferred */
 static inline uint64_t *deferred_of(BoardObject *b, int m) { return (uint64_t *)(b->base + m * LINE + 32); }
@@ -620,11 +630,14 @@ static void wake_others(BoardObject *b, int me) {
     }
 }
 
-enum { READY_POSTED, READY_LATEST_PAST, READY_FINISHED };
+enum { READY_POSTED, READY_LATEST_PAST, READY_FINISHED, READY_RESULTS };
 
 static int ready(BoardObject *b, int member, int what, uint64_t seq) {
     if (what == READY_POSTED) return find_slot(b, member, seq) >= 0;
-    return load(what == READY_LATEST_PAST ? latest_of(b, member) : finished_of(b, member)) > seq;
+    uint64_t *word = what == READY_LATEST_PAST ? latest_of(b, member)
+                     : what == READY_FINISHED  ? finished_of(b, member)
+                                               : results_of(b, member);
+    return load(word) > seq;
 }
 
 static int drop_ready(BoardObject *b, int *missing, int count, int what, uint64_t seq) {
@@ -903,6 +916,60 @@ static Py_ssize_t stage_at(BoardObject *b, int me, Py_ssize_t nbytes, Py_ssize_t
     return *defer ? (Py_ssize_t)(!newer) * half : 0;
 }
 
+/* The staged two-shot all-reduce's share of this member, once every member has staged its input less its block
+ * (board/run.py's _run_staged_two_shot, the same steps): its block reduced a piece at a time in rank order from
+ * the members' areas (its own from its input) into the place its block left in its area, and into its output; its
+ * results said to be there; every other member's block of results copied out of that member's area. 0; -1 with an
+ * error set; or 1 when numpy's bits are not certain in the piece from element *resume on, which nothing has been
+ * copied from: numpy goes on from there (run.py's settle). */
+static int reduce_staged(BoardObject *b, PlanObject *p, uint64_t seq, const char *input, Py_buffer *out,
+                         const int *where, double spin, double deadline, PyObject *between,
+                         const uint64_t *call_seq, Py_ssize_t *resume) {
+    Py_ssize_t item = p->itemsize, step = PIECE_BYTES / item > 0 ? PIECE_BYTES / item : 1, unsure_from = -1;
+    int me = p->me, result = -1;
+    const char *on_stack[64], **areas = p->nmembers <= 64 ? on_stack : PyMem_Malloc(sizeof(char *) * p->nmembers);
+    if (!areas) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int m = 0; m < p->nmembers; m++) {
+        uint64_t *theirs = (uint64_t *)slot_of(b, m, where[m]);
+        Py_ssize_t at = (Py_ssize_t)theirs[6];
+        if (theirs[5] != 0 || at < 0 || at + out->len > b->stage_bytes) {
+            PyErr_Format(PyExc_ValueError, "member %d's post is not staged whole", m);
+            goto done;
+        }
+        areas[m] = m == me ? input : stage_of(b, m) + at;
+    }
+    char *results = stage_of(b, me) + ((uint64_t *)slot_of(b, me, where[me]))[6];
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t start = p->lo; start < p->hi && unsure_from < 0; start += step) {
+        Py_ssize_t count = p->hi - start < step ? p->hi - start : step, bytes = count * item, offset = start * item;
+        char *target = results + offset;
+        memcpy(target, areas[0] + offset, bytes);
+        for (int m = 1; m < p->nmembers && unsure_from < 0; m++)
+            if (combine(p->type, p->op, target, areas[m] + offset, count)) unsure_from = start;
+        if (unsure_from < 0) memcpy((char *)out->buf + offset, target, bytes);
+    }
+    Py_END_ALLOW_THREADS if (unsure_from >= 0) {
+        *resume = unsure_from;
+        result = 1;
+        goto done;
+    }
+    __atomic_store_n(results_of(b, me), seq + 1, __ATOMIC_RELEASE);
+    wake_others(b, me);
+    if (wait_for(b, me, p->read, p->nread, READY_RESULTS, seq, spin, deadline, between, call_seq,
+                 "put their results on the board") < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS for (int m = 0; m < p->nmembers; m++) {
+        Py_ssize_t lo = p->own_blocks[2 * m] * item, hi = p->own_blocks[2 * m + 1] * item;
+        if (m != me) memcpy((char *)out->buf + lo, areas[m] + lo, hi - lo);
+    }
+    Py_END_ALLOW_THREADS result = 0;
+done:
+    if (areas != on_stack) PyMem_Free(areas);
+    return result;
+}
+
 /* One board call (board/run.py's run, the same steps), on buffers already taken: None; the first member whose post
  * carries another fingerprint; RECOMPUTE; or (RECOMPUTE, start) from the two-shot all-reduce. A post larger than a
  * slot goes by reference (a direct reduction's never comes here), as every two-shot post does. `between` is called
@@ -942,6 +1009,10 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     int staged = mine_by_reference && !p->writes && p->stage_from >= 0 && nbytes >= p->stage_from &&
                  nbytes <= b->stage_bytes; /* segment.py */
     Py_ssize_t at = 0;
+    if (p->stages_two_shot && (!staged || !have_out || out->len != nbytes)) {
+        PyErr_SetString(PyExc_ValueError, "the staged two-shot all-reduce's buffers do not fit its staging area");
+        goto finally;
+    }
     if (staged) {
         at = stage_at(b, me, nbytes, p->defer_to, &deferred, spin, deadline, between, call_seq);
         if (at < 0) goto finally;
@@ -1012,9 +1083,12 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     char *aside = NULL; /* an output over the input its readers copy from, computed here until they finish */
     if (p->computes && have_out) {
         char *target = out->buf;
-        if (p->writes) {
+        if (p->writes || p->stages_two_shot) {
             Py_ssize_t resume = 0;
-            int reduced = reduce_and_write(b, p, input, input_bytes, out, where, deadline, between, call_seq, &resume);
+            int reduced = p->writes ? reduce_and_write(b, p, input, input_bytes, out, where, deadline, between,
+                                                       call_seq, &resume)
+                                    : reduce_staged(b, p, seq, input, out, where, spin, deadline, between, call_seq,
+                                                    &resume);
             if (reduced < 0) goto finally;
             if (reduced > 0) { /* numpy goes on; the readers' finish and wait are its (run.py's settle) */
                 result = Py_BuildValue("(in)", RECOMPUTE, resume);

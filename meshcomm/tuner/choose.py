@@ -10,7 +10,9 @@ dictionary lookup.
 
 A tuning file's measured choices (tuner/table.py) win over the model for
 the group sizes they were measured at, on groups of one host (they were
-measured over shared memory); the model decides everything else.
+measured over shared memory), unless the group cannot run the choice as it
+was measured: on the board by reference, where its ranks cannot read each
+other's memory. The model decides everything else.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import NamedTuple
 
 from meshcomm.algorithms import ALGORITHMS
 from meshcomm.algorithms.problem import Problem
+from meshcomm.board.price import runs_on_board
 from meshcomm.tuner.model import Parameters
 from meshcomm.tuner.predict import predict
 from meshcomm.tuner.table import lookup, size_bucket
@@ -95,12 +98,19 @@ class Chooser:
         nbytes = 0 if bucket == 0 else 1 << (bucket - 1)
         times = self.times(collective, nbytes, itemsize)
         measured = lookup(self.parameters.choices, collective, self.nranks, nbytes) if self._one_host() else None
-        if measured is not None:
+        if measured is not None and self._runs_as_measured(measured.algorithm, collective, nbytes, itemsize):
             return Choice(measured.algorithm, times[measured.algorithm], nbytes, times,
                           f"measured at {_size_label(measured.nbytes)}")
         # Ties go to the registry's order, which lists each collective's classic default first.
         name = min(times, key=times.__getitem__)
         return Choice(name, times[name], nbytes, times, "predicted")
+
+    def _runs_as_measured(self, algorithm: str, collective: str, nbytes: int, itemsize: int) -> bool:
+        """Whether this group runs `algorithm` where `meshcomm tune` measured it: on the board or off it, as a
+        host whose ranks read each other's memory does (those that cannot send large calls as messages)."""
+        problem = canonical_problem(collective, self.nranks, nbytes, itemsize, self.node_hosts)
+        return (runs_on_board(problem, algorithm, itemsize, self.hosts, True)
+                == runs_on_board(problem, algorithm, itemsize, self.hosts, self.single_copy))
 
     def _one_host(self) -> bool:
         return not self.node_hosts and (self.hosts is None or len(set(self.hosts)) <= 1)

@@ -84,12 +84,30 @@ MEASURED = replace(DEFAULTS, choices=(Measured("all_reduce", 4, 8, "ring"),
 
 
 def test_a_measured_choice_wins_over_the_model_and_says_so() -> None:
-    predicted = Chooser(DEFAULTS, 4, cores=2).choose(Problem("all_reduce", 4, (2,)), 4)
+    predicted = Chooser(replace(DEFAULTS, choices=()), 4, cores=2).choose(Problem("all_reduce", 4, (2,)), 4)
     assert predicted.name != "ring" and predicted.how == "predicted"
     measured = Chooser(MEASURED, 4, cores=2).choose(Problem("all_reduce", 4, (2,)), 4)
     assert measured.name == "ring" and measured.how == "measured at 8 B"
     assert measured.seconds == measured.times["ring"]
     assert Chooser(MEASURED, 4, cores=2).choose(Problem("all_reduce", 4, (1 << 19,)), 4).how == "measured at 1 MiB"
+
+
+def test_built_in_all_reduce_choices_take_two_shot_on_the_board_from_256_kib_on_2_ranks_and_16_kib_on_4() -> None:
+    for n, least in ((2, 256 << 10), (4, 16 << 10)):
+        chooser = Chooser(DEFAULTS, n, cores=2, single_copy=True)
+        below = chooser.choose(Problem("all_reduce", n, (least // 8,)), 4)
+        at = chooser.choose(Problem("all_reduce", n, (least // 4,)), 4)
+        assert (below.name, at.name) == ("direct", "two_shot") and at.how == f"measured at {least >> 10} KiB"
+        assert chooser.choose(Problem("all_reduce", n, (64 << 20,)), 4).name == "two_shot"
+
+
+def test_a_measured_choice_the_group_cannot_run_where_it_was_measured_is_left_to_the_model() -> None:
+    # two_shot runs on the board only where the ranks read each other's memory; without that it would go as
+    # messages, which the measured row never timed
+    apart = Chooser(DEFAULTS, 2, cores=2, single_copy=False).choose(Problem("all_reduce", 2, (1 << 20,)), 4)
+    assert apart.how == "predicted" and apart.name != "two_shot"
+    # a broadcast's rows are of algorithms that run alike either way
+    assert Chooser(DEFAULTS, 2, cores=2).choose(Problem("broadcast", 2, (1 << 20,)), 1).how == "measured at 1 MiB"
 
 
 def test_the_model_decides_for_unmeasured_group_sizes_collectives_and_groups_across_hosts() -> None:

@@ -42,7 +42,8 @@ def test_debug_info_prints_the_cost_table_once_and_every_calls_choice(tmp_path: 
         assert sum(re.search(r"  ring +\d+", line) is not None for line in mine) == 1
         calls = [line.split("'default_pg': ", 1)[1] for line in mine if " B -> " in line]
         assert len(calls) == 3
-        assert re.fullmatch(r"all_reduce 1048576 B -> \w+ \(predicted \d+ µs\)", calls[0])
+        # the built-in rows hold where the ranks read each other's memory, the model elsewhere
+        assert re.fullmatch(r"all_reduce 1048576 B -> \w+ \((measured at 256 KiB; )?predicted \d+ µs\)", calls[0])
         assert calls[1] == calls[0]
         assert re.fullmatch(r"broadcast 8 B -> chain \(algorithm=; predicted \d+ µs\)", calls[2])
 
