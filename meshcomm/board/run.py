@@ -264,17 +264,15 @@ YIELDING_COPY_BYTES = 4 << 20
 
 
 def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: bytes):
-    """The compiled path's plan for a call, or None: it runs in Python (a direct reduction with posts by reference,
-    a pushed gather, a two-shot all-reduce above COMPILED_TWO_SHOT_BYTES that does not go through the staging
-    areas, complex numbers and float8 reduced, or no extension built)."""
+    """The compiled path's plan for a call, or None: it runs in Python (a pushed gather, a two-shot all-reduce above
+    COMPILED_TWO_SHOT_BYTES that does not go through the staging areas, complex numbers and float8 reduced, or no
+    extension built)."""
     problem, me = made.problem, made.me
     c = problem.collective
     reducing = c in _REDUCING
     staged = made.stages_two_shot
     writes = made.algorithm == "two_shot" and not staged
     if native.core is None or made.pushes:
-        return None
-    if made.some_by_reference and reducing and not (writes or staged):
         return None
     if writes and made.count * itemsize > COMPILED_TWO_SHOT_BYTES:
         return None
@@ -605,10 +603,19 @@ def settle(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combi
         return
     if outcome != RECOMPUTE:
         raise _mismatch(group_name, seq, fingerprint, outcome, board.fingerprint(outcome, seq), "")
-    output = buffers["output"]
-    mine = buffers["input"] if plan.own_blocks is not None else None  # its own block, left out of its slot
-    read_in_place = mine is not None and plan.problem.collective not in _OWN_BLOCK_FIRST
-    target = _compute(board, plan, seq, output, mine, read_in_place, combine, deadline, between)
+    # as run() goes on from computing: the compiled call left before saying it finished reading posts by reference
+    # and before waiting for its own post's readers
+    output, me, by_reference = buffers["output"], plan.me, plan.by_reference
+    mine = buffers["input"] if by_reference or plan.own_blocks is not None else None
+    read_in_place = by_reference or (mine is not None and plan.problem.collective not in _OWN_BLOCK_FIRST)
+    try:
+        target = _compute(board, plan, seq, output, mine, read_in_place, combine, deadline, between)
+        if plan.some_by_reference:
+            board.finish(me, seq)
+            if by_reference and plan.readers:
+                board.wait_finished(me, seq, plan.readers, 0.0, deadline, between)
+    except TimeoutError as exc:
+        raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
     if target is not output:
         np.copyto(output, target)
 

@@ -1,8 +1,7 @@
 /* meshcomm's compiled hot path: one board call from post to result, and the system calls under it.
  *
  * The board's layout and protocol are meshcomm/board/segment.py's; this file runs the same steps for the board
- * calls docs/native.md lists. The rest (a direct reduction by reference, a pushed gather, a dtype or op not served
- * here) stays on the Python path, which shares this object's turn counters. A Lane runs a
+ * calls docs/native.md lists. The rest (a pushed gather, a dtype or op not served here) stays on the Python path, which shares this object's turn counters. A Lane runs a
  * face's repeated call of one shape from the face's arguments to the result (meshcomm/group/lanes.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -436,10 +435,6 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "the plan's bounds are not those of a board call");
         return -1;
     }
-    if (self->some_by_reference && self->reducing && !self->writes && !self->stages_two_shot) {
-        PyErr_SetString(PyExc_ValueError, "a direct reduction with posts by reference runs in Python");
-        return -1;
-    }
     if ((self->by_reference && !self->some_by_reference) || (self->writes && !self->by_reference)) {
         PyErr_SetString(PyExc_ValueError, "a post by reference is one of a plan with some by reference");
         return -1;
@@ -847,6 +842,22 @@ static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, 
     return -1;
 }
 
+/* Elements [start, start + count) of a member's post by reference: where they are in its staging area, or copied
+ * into `room` out of its memory (move_member). NULL with an error set. */
+static const char *by_reference_part(BoardObject *b, PlanObject *p, int member, int slot, Py_ssize_t start,
+                                     Py_ssize_t count, char *room, double deadline, PyObject *between,
+                                     const uint64_t *call_seq) {
+    uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
+    Py_ssize_t offset = start * p->itemsize, bytes = count * p->itemsize, at = (Py_ssize_t)theirs[6];
+    int staged = theirs[5] == 0;
+    if (offset + bytes > (Py_ssize_t)theirs[1] || (staged && (at < 0 || at + offset + bytes > b->stage_bytes))) {
+        PyErr_Format(PyExc_ValueError, "member %d posted fewer bytes than the plan reads", member);
+        return NULL;
+    }
+    if (staged) return stage_of(b, member) + at + offset;
+    return move_member(b, member, slot, offset, room, bytes, 0, deadline, between, call_seq) < 0 ? NULL : room;
+}
+
 /* The two-shot all-reduce's share of this member (board/run.py's _two_shot): its block of every member's input,
  * read a piece at a time, reduced in rank order, and written into every member's output. 0; -1 with an error set;
  * or 1 when numpy's bits are not certain in the piece from element *resume on, which nothing has been written
@@ -972,7 +983,7 @@ done:
 
 /* One board call (board/run.py's run, the same steps), on buffers already taken: None; the first member whose post
  * carries another fingerprint; RECOMPUTE; or (RECOMPUTE, start) from the two-shot all-reduce. A post larger than a
- * slot goes by reference (a direct reduction's never comes here), as every two-shot post does. `between` is called
+ * slot goes by reference, as every two-shot post does. `between` is called
  * with the members still missing, and with `call_seq` after them when that is not NULL. */
 static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
                           double deadline, PyObject *between, const uint64_t *call_seq) {
@@ -1081,6 +1092,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
     posted_bytes[me] = nbytes;
     const Py_ssize_t input_bytes = have_in ? in->len : 0;
     char *aside = NULL; /* an output over the input its readers copy from, computed here until they finish */
+    Py_ssize_t aside_bytes = have_out ? out->len : 0;
     if (p->computes && have_out) {
         char *target = out->buf;
         if (p->writes || p->stages_two_shot) {
@@ -1096,27 +1108,45 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
             }
         } else if (p->reducing) {
             Py_ssize_t count = p->hi - p->lo, bytes = count * item;
+            Py_ssize_t step = read_by_reference && PIECE_BYTES / item > 0 ? PIECE_BYTES / item : (count ? count : 1);
             if (bytes > out->len) {
                 PyErr_SetString(PyExc_ValueError, "the output is smaller than the plan's result");
                 goto finally;
             }
-            /* its own block is read from its input: an output over it is computed aside */
-            int over = p->own_blocks && have_in && overlap(out->buf, out->len, input, in->len);
-            if (over && !(target = scratch(b, bytes))) goto finally;
-            for (int m = 0; m < p->nmembers; m++) {
-                const char *part = posted_at(b, p, m, where[m], p->lo, count, input, input_bytes, posted_bytes, 0);
-                if (!part) {
-                    PyErr_Format(PyExc_ValueError, "member %d posted fewer bytes than the plan reads", m);
-                    goto finally;
-                }
-                if (m == 0) {
-                    memmove(target, part, bytes);
-                } else if (combine(p->type, p->op, target, part, count)) {
-                    result = PyLong_FromLong(RECOMPUTE);
-                    goto finally;
+            /* what it reads of its own input (its own block, or all of it posted by reference) must not be
+             * overwritten first: an output over it is computed aside, and copied over once its readers finish */
+            int over = (p->own_blocks || mine_by_reference) && have_in && overlap(out->buf, out->len, input, in->len);
+            Py_ssize_t room_bytes = (over ? bytes : 0) + (read_by_reference ? step * item : 0);
+            char *room = room_bytes ? scratch(b, room_bytes) : NULL;
+            if (room_bytes && !room) goto finally;
+            if (over) target = room;
+            if (over && mine_by_reference && p->nreaders) aside = room;
+            char *copied = room + (over ? bytes : 0); /* a piece of a post copied out of its member's memory */
+            for (Py_ssize_t start = p->lo; start < p->hi; start += step) {
+                Py_ssize_t n = p->hi - start < step ? p->hi - start : step;
+                char *into = target + (start - p->lo) * item;
+                for (int m = 0; m < p->nmembers; m++) {
+                    uint64_t *theirs = m == me ? NULL : (uint64_t *)slot_of(b, m, where[m]);
+                    const char *part = theirs && theirs[4] != 0
+                                           ? by_reference_part(b, p, m, where[m], start, n, copied, deadline,
+                                                               between, call_seq)
+                                           : posted_at(b, p, m, where[m], start, n, input, input_bytes, posted_bytes,
+                                                       mine_by_reference);
+                    if (!part) {
+                        if (!PyErr_Occurred())
+                            PyErr_Format(PyExc_ValueError, "member %d posted fewer bytes than the plan reads", m);
+                        goto finally;
+                    }
+                    if (m == 0) {
+                        memmove(into, part, n * item);
+                    } else if (combine(p->type, p->op, into, part, n)) {
+                        result = PyLong_FromLong(RECOMPUTE);
+                        goto finally;
+                    }
                 }
             }
-            if (over) memcpy(out->buf, target, bytes);
+            if (over && !aside) memcpy(out->buf, target, bytes);
+            aside_bytes = bytes;
         } else {
             if (mine_by_reference && p->nreaders && overlap(out->buf, out->len, input, in->len)) {
                 if (!(aside = target = scratch(b, out->len))) goto finally;
@@ -1156,7 +1186,7 @@ static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer
                      call_seq, "finished reading this member's post") < 0)
             goto finally;
     }
-    if (aside) memcpy(out->buf, aside, out->len);
+    if (aside) memcpy(out->buf, aside, aside_bytes);
     result = Py_None;
     Py_INCREF(result);
 finally:

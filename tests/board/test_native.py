@@ -199,8 +199,17 @@ def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
         dist.all_to_all_single(source, source, algorithm="direct")  # in place: read from what it overwrites
         digest.update(source.tobytes())
         y = (np.arange(large) % 7 + rank).astype(np.int64)
-        dist.all_reduce(y, algorithm="direct")  # a direct reduction by reference: Python's
+        dist.all_reduce(y, algorithm="direct")  # a direct reduction by reference, in place
         digest.update(y.tobytes())
+        # in place, and reading every member's block: a NaN pair at its end leaves the whole to numpy (settle)
+        z = (np.arange(n * large) % 5 - 2.5 * rank).astype(np.float64)
+        z[-1] = np.nan
+        dist.reduce_scatter_tensor(z[rank * large : (rank + 1) * large], z, algorithm="direct")
+        digest.update(z.tobytes())
+        for root in range(n):
+            w = (np.arange(large) % 9 * (rank + 1)).astype(np.float32)
+            dist.reduce(w, dst=root, op=ReduceOp.MAX, algorithm="direct")
+            digest.update(w.tobytes())
         for root in range(n):
             whole = np.full(n * large, -1, np.int64)
             blocks = [whole[q * large : (q + 1) * large] for q in range(n)]  # one span: the output itself
@@ -245,10 +254,11 @@ def run_by_reference(with_bfloat16: bool) -> tuple[dict, str]:
 def test_posts_by_reference_give_the_same_bytes_on_both_paths(n: int) -> None:
     python_results, compiled_results = on_both_paths(n, run_by_reference, timeout=120)
     assert all(not any(compiled.values()) for compiled, _ in python_results)
-    # The compiled path takes every call by reference except the direct reduction and the pushed gather, whose
-    # members write into the root's output in Python; a gather staged where ranks outnumber cores is its own.
+    # The compiled path takes every call by reference except the pushed gather, whose members write into the
+    # root's output in Python; a gather staged where ranks outnumber cores is its own.
     expected = {("broadcast", "direct"): True, ("all_gather", "direct"): True, ("all_to_all", "direct"): True,
-                ("all_reduce", "direct"): False, ("all_reduce", "two_shot"): True, ("gather", "direct", "pushed"): False,
+                ("all_reduce", "direct"): True, ("reduce_scatter", "direct"): True, ("reduce", "direct"): True,
+                ("all_reduce", "two_shot"): True, ("gather", "direct", "pushed"): False,
                 ("scatter", "direct"): True, ("all_reduce", "two_shot", "staged"): True}
     crowded = n > (os.cpu_count() or 1)
     if crowded:  # blocks of a slot to 1 MiB among up to 4 ranks; and every two-shot all-reduce of the run staged
