@@ -100,7 +100,8 @@ def _rate(raw: dict, name: str, where: str) -> float:
 # rings, which from 1 to 8 MiB on 2 ranks takes less time, and below 1 MiB more; and a gather on the board
 # dearer than as messages where, with its members writing into the root's output, it takes far less time: on 3
 # to 8 ranks on 2 cores at every size, and on 2 ranks from 8 MiB; and an all_reduce's two-shot, whose compiled
-# form on 2 ranks and staged form on 4 ranks on 2 cores beat direct from 256 and 16 KiB (docs/cost-model.md).
+# form on 2 ranks, staged form on 4 ranks on 2 cores and form by reference on 8 beat direct from 256, 16 and
+# 64 KiB (docs/cost-model.md).
 DEFAULTS = Parameters(
     same_host=Link(alpha=35e-6, beta=0.34e-9),
     other_host=Link(alpha=115e-6, beta=1.0e-9),
@@ -110,6 +111,7 @@ DEFAULTS = Parameters(
     crowded_alpha=175e-6,
     choices=(table.Measured("all_reduce", 2, 8, "direct"), table.Measured("all_reduce", 2, 256 << 10, "two_shot"),
              table.Measured("all_reduce", 4, 8, "direct"), table.Measured("all_reduce", 4, 16 << 10, "two_shot"),
+             table.Measured("all_reduce", 8, 8, "direct"), table.Measured("all_reduce", 8, 64 << 10, "two_shot"),
              table.Measured("broadcast", 2, 8, "direct"), table.Measured("broadcast", 2, 1 << 20, "binomial"),
              table.Measured("broadcast", 2, 8 << 20, "direct"),
              table.Measured("gather", 2, 8, "direct"), table.Measured("gather", 2, 2 << 20, "linear"),

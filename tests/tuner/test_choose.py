@@ -92,8 +92,8 @@ def test_a_measured_choice_wins_over_the_model_and_says_so() -> None:
     assert Chooser(MEASURED, 4, cores=2).choose(Problem("all_reduce", 4, (1 << 19,)), 4).how == "measured at 1 MiB"
 
 
-def test_built_in_all_reduce_choices_take_two_shot_on_the_board_from_256_kib_on_2_ranks_and_16_kib_on_4() -> None:
-    for n, least in ((2, 256 << 10), (4, 16 << 10)):
+def test_built_in_all_reduce_choices_take_two_shot_on_the_board_from_256_kib_16_kib_and_64_kib_on_2_4_8() -> None:
+    for n, least in ((2, 256 << 10), (4, 16 << 10), (8, 64 << 10)):
         chooser = Chooser(DEFAULTS, n, cores=2, single_copy=True)
         below = chooser.choose(Problem("all_reduce", n, (least // 8,)), 4)
         at = chooser.choose(Problem("all_reduce", n, (least // 4,)), 4)
