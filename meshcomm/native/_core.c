@@ -1,8 +1,9 @@
 /* meshcomm's compiled hot path: one board call from post to result, and the system calls under it.
  *
  * The board's layout and protocol are meshcomm/board/segment.py's; this file runs the same steps for the board
- * calls docs/native.md lists. The rest (a pushed gather, a dtype or op not served here) stays on the Python path, which shares this object's turn counters. A Lane runs a
- * face's repeated call of one shape from the face's arguments to the result (meshcomm/group/lanes.py).
+ * calls docs/native.md lists. The rest (a pushed gather, a dtype or op not served here) stays on the Python path,
+ * which shares this object's turn counters. A Lane runs a face's repeated call of one shape from the face's
+ * arguments to the result (meshcomm/group/lanes.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -983,8 +984,8 @@ done:
 
 /* One board call (board/run.py's run, the same steps), on buffers already taken: None; the first member whose post
  * carries another fingerprint; RECOMPUTE; or (RECOMPUTE, start) from the two-shot all-reduce. A post larger than a
- * slot goes by reference, as every two-shot post does. `between` is called
- * with the members still missing, and with `call_seq` after them when that is not NULL. */
+ * slot goes by reference, as every two-shot post does. `between` is called with the members still missing, and
+ * with `call_seq` after them when that is not NULL. */
 static PyObject *run_call(BoardObject *b, PlanObject *p, uint64_t seq, Py_buffer *in, Py_buffer *out, double spin,
                           double deadline, PyObject *between, const uint64_t *call_seq) {
     if (p->nmembers != b->nmembers) {
