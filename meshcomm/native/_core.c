@@ -460,6 +460,10 @@ static int plan_init(PlanObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "own_blocks needs two bounds per member");
         return -1;
     }
+    if (self->stages_two_shot && !self->own_blocks) { /* reduce_staged copies each member's block out */
+        PyErr_SetString(PyExc_ValueError, "a staged two-shot plan needs every member's block");
+        return -1;
+    }
     self->pieces = ssize_array(pieces, &length, "pieces");
     if (!self->pieces) return -1;
     self->npieces = (int)(length / 4);
