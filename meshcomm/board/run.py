@@ -282,7 +282,8 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     lo = hi = 0
     pieces: list[int] = []
     if writes or staged:
-        lo, hi = block_bounds(problem.count, problem.nranks)[me : me + 2]
+        bounds = block_bounds(problem.count, problem.nranks)
+        lo, hi = bounds[me : me + 2]
     elif reducing:
         lo, hi = (problem.offsets()[me], problem.offsets()[me + 1]) if c == "reduce_scatter" else (0, problem.count)
     elif c == "broadcast":
@@ -310,7 +311,6 @@ def native_plan(made: Plan, itemsize: int, dtype: str, op: str, fingerprint: byt
     published, stage_from, defer_to = made.count, made.stage_from, made.defer_to
     if staged:  # its input staged whole less the block it reduces into that place (_run_staged_two_shot)
         own_lo, own_hi, published, stage_from, defer_to = lo, hi, made.count - (hi - lo), 0, 0
-        bounds = block_bounds(problem.count, problem.nranks)
         own_blocks = [bound for m in range(problem.nranks) for bound in bounds[m : m + 2]]
     return native.core.Plan(me, problem.nranks, reducing and computes, lo, hi, published, own_lo, own_hi, made.read,
                             made.readers, own_blocks, pieces, computes, made.some_by_reference or writes or staged,
@@ -365,12 +365,8 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         waited_on = by_reference and bool(plan.readers) and not deferred
         in_place = False
         if output is not None and plan.compute is not _nothing:
-            # What this rank reads of its own in place (what it posted by reference, its own block) must not
-            # be overwritten first: an output over it is computed aside and copied over once its readers are
-            # done. An all_to_all copies its own block before the others, so in a slot it need not. A
-            # two-shot rank writes only the block nobody else reads, a piece at a time after reading it.
-            mine = published if by_reference or own is not None else None
-            read_in_place = by_reference or (own is not None and plan.problem.collective not in _OWN_BLOCK_FIRST)
+            # A two-shot rank writes only the block nobody else reads, a piece at a time after reading it.
+            mine, read_in_place = _reads_of_its_own(plan, published)
             target = _compute(board, plan, seq, output, mine, not writes and read_in_place, combine, deadline,
                               between)
             in_place = target is not output
@@ -387,6 +383,16 @@ def run(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine:
         raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None
     except CollectiveMismatchError as exc:
         raise _mismatch_as_messages(exc, group_name, seq, fingerprint, peers) from None
+
+
+def _reads_of_its_own(plan: Plan, published: np.ndarray | None) -> tuple[np.ndarray | None, bool]:
+    """(What of its own this rank reads in place, whether an output over it is computed aside): what it posted by
+    reference, or its input whose own block its slot leaves out, must not be overwritten first, so such an output is
+    copied over once its readers are done; except an all_to_all's or gather's own block in a slot, copied before the
+    others."""
+    own = plan.own_blocks is not None
+    mine = published if plan.by_reference or own else None
+    return mine, plan.by_reference or (own and plan.problem.collective not in _OWN_BLOCK_FIRST)
 
 
 def _run_staged_two_shot(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combine: Combine,
@@ -605,14 +611,13 @@ def settle(board, plan: Plan, seq: int, fingerprint: bytes, buffers: dict, combi
         raise _mismatch(group_name, seq, fingerprint, outcome, board.fingerprint(outcome, seq), "")
     # as run() goes on from computing: the compiled call left before saying it finished reading posts by reference
     # and before waiting for its own post's readers
-    output, me, by_reference = buffers["output"], plan.me, plan.by_reference
-    mine = buffers["input"] if by_reference or plan.own_blocks is not None else None
-    read_in_place = by_reference or (mine is not None and plan.problem.collective not in _OWN_BLOCK_FIRST)
+    output, me = buffers["output"], plan.me
+    mine, read_in_place = _reads_of_its_own(plan, buffers["input"])
     try:
         target = _compute(board, plan, seq, output, mine, read_in_place, combine, deadline, between)
         if plan.some_by_reference:
             board.finish(me, seq)
-            if by_reference and plan.readers:
+            if plan.by_reference and plan.readers:
                 board.wait_finished(me, seq, plan.readers, 0.0, deadline, between)
     except TimeoutError as exc:
         raise _timed_out(fingerprint, seq, group_name, timeout, exc) from None

@@ -822,6 +822,18 @@ static void poster_lost(int member, int code, double deadline, PyObject *between
 #define READ_RATE 4e9  /* bytes per second a reader copies by reference, low (board/run.py's _READ_RATE) */
 #define PIECE_BYTES (256 << 10) /* a two-shot block is reduced and written on in pieces of this size (run.py's) */
 
+/* Where bytes [offset, offset + bytes) of a member's staged post are in its staging area (its output word says
+ * where its post starts), or NULL with an error set. */
+static char *staged_bytes(BoardObject *b, int member, const uint64_t *theirs, Py_ssize_t offset, Py_ssize_t bytes) {
+    Py_ssize_t at = (Py_ssize_t)theirs[6];
+    if (offset < 0 || bytes < 0 || at < 0 || at + offset + bytes > b->stage_bytes) {
+        PyErr_Format(PyExc_ValueError, "member %d's staged post has no bytes %zd to %zd", member, offset,
+                     offset + bytes);
+        return NULL;
+    }
+    return stage_of(b, member) + at + offset;
+}
+
 /* Copy `bytes` between `local` and byte `offset` of a member's post by reference (its output when `writing`): out
  * of its staging area when its address is 0 (staged), else from its memory; on failure, poster_lost. 0, or -1
  * with an error set. */
@@ -830,14 +842,10 @@ static int move_member(BoardObject *b, int member, int slot, Py_ssize_t offset, 
     uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
     Py_ssize_t done;
     int code;
-    if (!writing && theirs[5] == 0) { /* staged: its output word says where in the area */
-        Py_ssize_t at = (Py_ssize_t)theirs[6];
-        if (offset < 0 || bytes < 0 || at < 0 || at + offset + bytes > b->stage_bytes) {
-            PyErr_Format(PyExc_ValueError, "member %d's staged post has no bytes %zd to %zd", member, offset,
-                         offset + bytes);
-            return -1;
-        }
-        Py_BEGIN_ALLOW_THREADS memcpy(local, stage_of(b, member) + at + offset, bytes);
+    if (!writing && theirs[5] == 0) { /* staged */
+        const char *from = staged_bytes(b, member, theirs, offset, bytes);
+        if (!from) return -1;
+        Py_BEGIN_ALLOW_THREADS memcpy(local, from, bytes);
         Py_END_ALLOW_THREADS return 0;
     }
     Py_BEGIN_ALLOW_THREADS code = vm_copy((int)theirs[4], local, theirs[writing ? 6 : 5] + offset, bytes, writing,
@@ -853,13 +861,12 @@ static const char *by_reference_part(BoardObject *b, PlanObject *p, int member, 
                                      Py_ssize_t count, char *room, double deadline, PyObject *between,
                                      const uint64_t *call_seq) {
     uint64_t *theirs = (uint64_t *)slot_of(b, member, slot);
-    Py_ssize_t offset = start * p->itemsize, bytes = count * p->itemsize, at = (Py_ssize_t)theirs[6];
-    int staged = theirs[5] == 0;
-    if (offset + bytes > (Py_ssize_t)theirs[1] || (staged && (at < 0 || at + offset + bytes > b->stage_bytes))) {
+    Py_ssize_t offset = start * p->itemsize, bytes = count * p->itemsize;
+    if (offset + bytes > (Py_ssize_t)theirs[1]) {
         PyErr_Format(PyExc_ValueError, "member %d posted fewer bytes than the plan reads", member);
         return NULL;
     }
-    if (staged) return stage_of(b, member) + at + offset;
+    if (theirs[5] == 0) return staged_bytes(b, member, theirs, offset, bytes);
     return move_member(b, member, slot, offset, room, bytes, 0, deadline, between, call_seq) < 0 ? NULL : room;
 }
 
@@ -948,16 +955,17 @@ static int reduce_staged(BoardObject *b, PlanObject *p, uint64_t seq, const char
         PyErr_NoMemory();
         return -1;
     }
+    char *results = NULL; /* its own area, where its block's results go */
     for (int m = 0; m < p->nmembers; m++) {
         uint64_t *theirs = (uint64_t *)slot_of(b, m, where[m]);
-        Py_ssize_t at = (Py_ssize_t)theirs[6];
-        if (theirs[5] != 0 || at < 0 || at + out->len > b->stage_bytes) {
-            PyErr_Format(PyExc_ValueError, "member %d's post is not staged whole", m);
+        char *area = theirs[5] == 0 ? staged_bytes(b, m, theirs, 0, out->len) : NULL;
+        if (!area) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "member %d's post is not staged", m);
             goto done;
         }
-        areas[m] = m == me ? input : stage_of(b, m) + at;
+        areas[m] = m == me ? input : area;
+        if (m == me) results = area;
     }
-    char *results = stage_of(b, me) + ((uint64_t *)slot_of(b, me, where[me]))[6];
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t start = p->lo; start < p->hi && unsure_from < 0; start += step) {
         Py_ssize_t count = p->hi - start < step ? p->hi - start : step, bytes = count * item, offset = start * item;
         char *target = results + offset;
